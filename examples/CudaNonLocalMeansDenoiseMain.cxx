@@ -1,0 +1,28 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// The program's body is in CudaNonLocalMeansDenoise.cxx, which the test driver also links, so
+// that the regression tests exercise exactly this program.
+int
+CudaNonLocalMeansDenoise(int argc, char * argv[]);
+
+int
+main(int argc, char * argv[])
+{
+  return CudaNonLocalMeansDenoise(argc, argv);
+}

@@ -1,0 +1,210 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkCudaNonLocalMeansImageFilter_h
+#define itkCudaNonLocalMeansImageFilter_h
+
+#include "itkImageToImageFilter.h"
+#include "itkNumericTraits.h"
+#include "CudaNonLocalMeansExport.h"
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <type_traits>
+
+#ifndef ITKv5_CONST
+#  define ITKv5_CONST const
+#endif
+
+namespace itk
+{
+
+/** \class CudaNonLocalMeansImageFilterEnums
+ * \brief Enumerations of CudaNonLocalMeansImageFilter.
+ * \ingroup CudaNonLocalMeans
+ */
+class CudaNonLocalMeansImageFilterEnums
+{
+public:
+  /** \class Backend
+   * \brief Where the filter computes.
+   *
+   * Auto uses the CUDA backend when a usable NVIDIA device, driver and NVRTC library are present
+   * and the CPU backend otherwise (with one warning per process). CPU and CUDA force a backend;
+   * CUDA throws when it is not usable.
+   * \ingroup CudaNonLocalMeans
+   */
+  enum class Backend : std::uint8_t
+  {
+    Auto = 0,
+    CPU = 1,
+    CUDA = 2
+  };
+};
+
+/** Prints "CudaNonLocalMeansImageFilterEnums::Backend::CPU" and so on. */
+extern CudaNonLocalMeans_EXPORT std::ostream &
+                                operator<<(std::ostream & out, const CudaNonLocalMeansImageFilterEnums::Backend value);
+
+/** \class CudaNonLocalMeansImageFilter
+ * \brief Non-local means denoising that reproduces scikit-image's `denoise_nl_means`, on an
+ * NVIDIA GPU or on the CPU.
+ *
+ * The filter computes scikit-image 0.26.0's `skimage.restoration.denoise_nl_means` for 2D, 3D and
+ * 4D images with any number of components per pixel (scalar images, VectorImage, Vector and
+ * RGBPixel pixels; components play the role of scikit-image's channels). Parameters carry
+ * scikit-image's names:
+ *
+ * - PatchSize (patch_size, default 7): side of the patch; an even value is increased by one.
+ * - PatchDistance (patch_distance, default 11): maximal distance in voxels where patches are searched.
+ * - H (h, default 0.1): cut-off distance in grey levels; larger values smooth more.
+ * - Sigma (sigma, default 0): standard deviation of the noise, subtracted from patch distances.
+ * - FastMode (fast_mode, default On): the fast algorithm (uniform patch weights); Off selects the
+ *   classic algorithm (Gaussian patch weights; 2D images and single-component 3D images only).
+ *
+ * Intensities are used as they are, like `preserve_range=True` in scikit-image: integer pixels keep
+ * their values. Float pixels are processed as scikit-image processes float32 arrays (float64
+ * arithmetic, result rounded to float), all other component types as float64 arrays. For
+ * integer output pixel types the result is rounded to the nearest integer and clamped to the
+ * type's range. To reproduce `preserve_range=False` for integer images, scale the input to [0, 1]
+ * (for example with ShiftScaleImageFilter) first. Image axis 0 (x) corresponds to the last axis of
+ * the NumPy array, so the result equals scikit-image's on `itk.array_from_image(image)`.
+ *
+ * Boundaries are handled by reflection about the image border (NumPy's `mode='reflect'`), also
+ * when only a part of the output is requested: streamed output is bitwise equal to whole-image
+ * output, whatever the number of threads.
+ *
+ * Backend selects the CPU, the CUDA GPU, or Auto (the default). The CUDA backend needs only the
+ * NVIDIA driver and an NVRTC library at run time, and produces bitwise the same output as the
+ * CPU backend. The numerical contract is documented in doc/numerical-contract.md.
+ *
+ * \ingroup CudaNonLocalMeans
+ */
+template <typename TInputImage, typename TOutputImage = TInputImage>
+class ITK_TEMPLATE_EXPORT CudaNonLocalMeansImageFilter : public ImageToImageFilter<TInputImage, TOutputImage>
+{
+public:
+  ITK_DISALLOW_COPY_AND_MOVE(CudaNonLocalMeansImageFilter);
+
+  using Self = CudaNonLocalMeansImageFilter;
+  using Superclass = ImageToImageFilter<TInputImage, TOutputImage>;
+  using Pointer = SmartPointer<Self>;
+  using ConstPointer = SmartPointer<const Self>;
+
+  using InputImageType = TInputImage;
+  using OutputImageType = TOutputImage;
+  using InputPixelType = typename InputImageType::PixelType;
+  using OutputPixelType = typename OutputImageType::PixelType;
+  using InputComponentType = typename NumericTraits<InputPixelType>::ValueType;
+  using OutputComponentType = typename NumericTraits<OutputPixelType>::ValueType;
+  using OutputImageRegionType = typename OutputImageType::RegionType;
+  using InputImageRegionType = typename InputImageType::RegionType;
+
+  static constexpr unsigned int ImageDimension = TInputImage::ImageDimension;
+  static constexpr unsigned int OutputImageDimension = TOutputImage::ImageDimension;
+
+  using BackendEnum = CudaNonLocalMeansImageFilterEnums::Backend;
+  static_assert(ImageDimension == OutputImageDimension,
+                "CudaNonLocalMeansImageFilter: input and output images must have the same dimension.");
+  static_assert(std::is_arithmetic<InputComponentType>::value && std::is_arithmetic<OutputComponentType>::value,
+                "CudaNonLocalMeansImageFilter: pixel components must be real numbers (integer or floating point); "
+                "complex and other pixel types are not supported.");
+
+  itkNewMacro(Self);
+#ifdef itkOverrideGetNameOfClassMacro
+  itkOverrideGetNameOfClassMacro(CudaNonLocalMeansImageFilter);
+#else
+  itkTypeMacro(CudaNonLocalMeansImageFilter, ImageToImageFilter);
+#endif
+
+  /** Patch side in pixels (scikit-image's patch_size). Even values are increased by one, as
+   * scikit-image does; see GetEffectivePatchSize(). Must be at least 1. */
+  itkSetMacro(PatchSize, int);
+  itkGetConstMacro(PatchSize, int);
+
+  /** The odd patch size actually used. */
+  int
+  GetEffectivePatchSize() const
+  {
+    return (m_PatchSize % 2 == 0) ? m_PatchSize + 1 : m_PatchSize;
+  }
+
+  /** Maximal distance in pixels where patches are searched (scikit-image's patch_distance);
+   * 0 or more. */
+  itkSetMacro(PatchDistance, int);
+  itkGetConstMacro(PatchDistance, int);
+
+  /** Cut-off distance in grey levels (scikit-image's h); must be greater than 0. */
+  itkSetMacro(H, double);
+  itkGetConstMacro(H, double);
+
+  /** Standard deviation of the noise (scikit-image's sigma); 0 or more. */
+  itkSetMacro(Sigma, double);
+  itkGetConstMacro(Sigma, double);
+
+  /** Fast algorithm (scikit-image's fast_mode). */
+  itkSetMacro(FastMode, bool);
+  itkGetConstMacro(FastMode, bool);
+  itkBooleanMacro(FastMode);
+
+  /** Where to compute: Auto (default), CPU or CUDA. */
+  itkSetEnumMacro(Backend, BackendEnum);
+  itkGetEnumMacro(Backend, BackendEnum);
+
+  /** Name of the backend that computed the last output ("CPU" or "CUDA"), empty before. */
+  const std::string &
+  GetBackendUsed() const
+  {
+    return m_BackendUsed;
+  }
+
+protected:
+  CudaNonLocalMeansImageFilter();
+  ~CudaNonLocalMeansImageFilter() override = default;
+
+  void
+  PrintSelf(std::ostream & os, Indent indent) const override;
+
+  /** Checks parameters and the image dimension; throws with a message naming what to change. */
+  void
+  VerifyPreconditions() ITKv5_CONST override;
+
+  /** Pads the requested region by PatchSize/2 + PatchDistance + 1 (the context each output pixel
+   * depends on), cropped to the image. */
+  void
+  GenerateInputRequestedRegion() override;
+
+  void
+  GenerateData() override;
+
+private:
+  int         m_PatchSize{ 7 };
+  int         m_PatchDistance{ 11 };
+  double      m_H{ 0.1 };
+  double      m_Sigma{ 0.0 };
+  bool        m_FastMode{ true };
+  BackendEnum m_Backend{ BackendEnum::Auto };
+  std::string m_BackendUsed;
+};
+} // end namespace itk
+
+#ifndef ITK_MANUAL_INSTANTIATION
+#  include "itkCudaNonLocalMeansImageFilter.hxx"
+#endif
+
+#endif // itkCudaNonLocalMeansImageFilter_h

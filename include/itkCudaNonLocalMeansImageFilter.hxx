@@ -1,0 +1,314 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkCudaNonLocalMeansImageFilter_hxx
+#define itkCudaNonLocalMeansImageFilter_hxx
+
+#include "itkCudaNonLocalMeansImageFilter.h"
+#include "itkNonLocalMeansBackend.h"
+#include "itkDefaultConvertPixelTraits.h"
+#include "itkImageRegionConstIterator.h"
+#include "itkImageRegionIterator.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+namespace itk
+{
+namespace nlm_detail
+{
+/** Whether an image's buffer is a plain array of its pixel components (scalar images,
+ * VectorImage, and fixed-size pixels such as Vector or RGBPixel with no padding). */
+template <typename TImage>
+bool
+BufferIsComponentArray(const TImage * image)
+{
+  using PixelType = typename TImage::PixelType;
+  using InternalPixelType = typename TImage::InternalPixelType;
+  using ComponentType = typename NumericTraits<PixelType>::ValueType;
+  if (std::is_same<InternalPixelType, ComponentType>::value)
+  {
+    return true;
+  }
+  return std::is_same<InternalPixelType, PixelType>::value &&
+         sizeof(PixelType) == image->GetNumberOfComponentsPerPixel() * sizeof(ComponentType);
+}
+
+template <typename T>
+constexpr bool IsFloatOrDouble = std::is_same<T, float>::value || std::is_same<T, double>::value;
+
+template <typename T>
+constexpr NonLocalMeansBackend::ElementType ElementTypeOf =
+  std::is_same<T, float>::value ? NonLocalMeansBackend::ElementType::Float32
+                                : NonLocalMeansBackend::ElementType::Float64;
+
+/** Converts a computed value to an output component: plain conversion for floating point, round to
+ * nearest (ties to even) and clamp for integers. */
+template <typename TComponent>
+TComponent
+ConvertResult(double value)
+{
+  if (std::is_floating_point<TComponent>::value)
+  {
+    return static_cast<TComponent>(value);
+  }
+  if (std::isnan(value))
+  {
+    return TComponent{};
+  }
+  const double rounded = std::nearbyint(value);
+  const double lowest = static_cast<double>(std::numeric_limits<TComponent>::lowest());
+  const double highest = static_cast<double>(std::numeric_limits<TComponent>::max());
+  if (rounded <= lowest)
+  {
+    return std::numeric_limits<TComponent>::lowest();
+  }
+  if (rounded >= highest)
+  {
+    return std::numeric_limits<TComponent>::max();
+  }
+  return static_cast<TComponent>(rounded);
+}
+} // namespace nlm_detail
+
+template <typename TInputImage, typename TOutputImage>
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::CudaNonLocalMeansImageFilter() = default;
+
+template <typename TInputImage, typename TOutputImage>
+void
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::VerifyPreconditions() ITKv5_CONST
+{
+  Superclass::VerifyPreconditions();
+  if (ImageDimension < 2 || ImageDimension > NonLocalMeansBackend::MaximumDimension)
+  {
+    itkExceptionMacro("CudaNonLocalMeansImageFilter supports 2, 3 and 4 dimensional images (as scikit-image "
+                      "does); this filter was instantiated for "
+                      << ImageDimension << " dimensions.");
+  }
+  if (m_PatchSize < 1)
+  {
+    itkExceptionMacro("PatchSize is " << m_PatchSize << "; set a patch size of at least 1 with SetPatchSize.");
+  }
+  if (m_PatchDistance < 0)
+  {
+    itkExceptionMacro("PatchDistance is " << m_PatchDistance
+                                          << "; set a patch distance of 0 or more with SetPatchDistance.");
+  }
+  if (!(m_H > 0.0) || !std::isfinite(m_H))
+  {
+    itkExceptionMacro("H is " << m_H
+                              << "; set a finite H greater than 0 with SetH (scikit-image uses only h*h, so a "
+                                 "negative h there equals |h| here).");
+  }
+  if (!(m_Sigma >= 0.0) || !std::isfinite(m_Sigma))
+  {
+    itkExceptionMacro("Sigma is " << m_Sigma << "; set a finite Sigma of 0 or more with SetSigma.");
+  }
+}
+
+template <typename TInputImage, typename TOutputImage>
+void
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateInputRequestedRegion()
+{
+  Superclass::GenerateInputRequestedRegion();
+
+  auto * input = const_cast<InputImageType *>(this->GetInput());
+  if (input == nullptr)
+  {
+    return;
+  }
+  const OutputImageType *       output = this->GetOutput();
+  const OutputImageRegionType & requested = output->GetRequestedRegion();
+  if (!output->GetLargestPossibleRegion().IsInside(requested))
+  {
+    InvalidRequestedRegionError e(__FILE__, __LINE__);
+    std::ostringstream          msg;
+    msg << "The requested output region (index " << requested.GetIndex() << ", size " << requested.GetSize()
+        << ") is not inside the image (index " << output->GetLargestPossibleRegion().GetIndex() << ", size "
+        << output->GetLargestPossibleRegion().GetSize() << "). Request a region inside the image.";
+    e.SetLocation(ITK_LOCATION);
+    e.SetDescription(msg.str());
+    e.SetDataObject(input);
+    throw e;
+  }
+
+  InputImageRegionType region = input->GetRequestedRegion();
+  region.PadByRadius(static_cast<SizeValueType>(this->GetEffectivePatchSize() / 2 + m_PatchDistance + 1));
+  if (region.Crop(input->GetLargestPossibleRegion()))
+  {
+    input->SetRequestedRegion(region);
+    return;
+  }
+  input->SetRequestedRegion(region);
+  InvalidRequestedRegionError e(__FILE__, __LINE__);
+  e.SetLocation(ITK_LOCATION);
+  e.SetDescription("Requested region is (at least partially) outside the largest possible region.");
+  e.SetDataObject(input);
+  throw e;
+}
+
+template <typename TInputImage, typename TOutputImage>
+void
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
+{
+  using ElementType = NonLocalMeansBackend::ElementType;
+  const InputImageType * input = this->GetInput();
+  const unsigned int     components = input->GetNumberOfComponentsPerPixel();
+  if (!m_FastMode && !(ImageDimension == 2 || (ImageDimension == 3 && components == 1)))
+  {
+    itkExceptionMacro("FastMode is off, but the classic (slow) algorithm exists only for 2D images and for "
+                      "single-component 3D images, as in scikit-image; this image is "
+                      << ImageDimension << "D with " << components << " component(s). Turn FastMode on.");
+  }
+
+  this->AllocateOutputs();
+  OutputImageType * output = this->GetOutput();
+  if (output->GetNumberOfComponentsPerPixel() != components)
+  {
+    itkExceptionMacro("The input has " << components << " component(s) per pixel but the output pixel type holds "
+                                       << output->GetNumberOfComponentsPerPixel()
+                                       << "; use an output pixel type with the same number of components.");
+  }
+
+  const InputImageRegionType    largest = input->GetLargestPossibleRegion();
+  const InputImageRegionType    buffered = input->GetBufferedRegion();
+  const OutputImageRegionType & outRegion = output->GetBufferedRegion();
+
+  NonLocalMeansBackend::Problem problem;
+  problem.Dimension = ImageDimension;
+  problem.Components = components;
+  for (unsigned int a = 0; a < ImageDimension && a < NonLocalMeansBackend::MaximumDimension; ++a)
+  {
+    problem.ImageSize[a] = static_cast<std::int64_t>(largest.GetSize(a));
+    problem.InputStart[a] = buffered.GetIndex(a) - largest.GetIndex(a);
+    problem.InputSize[a] = static_cast<std::int64_t>(buffered.GetSize(a));
+    problem.OutputStart[a] = outRegion.GetIndex(a) - largest.GetIndex(a);
+    problem.OutputSize[a] = static_cast<std::int64_t>(outRegion.GetSize(a));
+  }
+  problem.PatchSize = m_PatchSize;
+  problem.PatchDistance = m_PatchDistance;
+  problem.H = m_H;
+  problem.Sigma = m_Sigma;
+  problem.FastMode = m_FastMode;
+
+  // Input: float and double components are read in place; other types are converted to double.
+  std::vector<double> inputCopy;
+  if (nlm_detail::IsFloatOrDouble<InputComponentType> && nlm_detail::BufferIsComponentArray(input))
+  {
+    problem.InputType = nlm_detail::ElementTypeOf<InputComponentType>;
+    problem.Input = reinterpret_cast<const void *>(input->GetBufferPointer());
+  }
+  else
+  {
+    inputCopy.resize(buffered.GetNumberOfPixels() * components);
+    size_t                                   i = 0;
+    ImageRegionConstIterator<InputImageType> it(input, buffered);
+    for (it.GoToBegin(); !it.IsAtEnd(); ++it)
+    {
+      const InputPixelType pixel = it.Get();
+      for (unsigned int k = 0; k < components; ++k)
+      {
+        inputCopy[i++] =
+          static_cast<double>(DefaultConvertPixelTraits<InputPixelType>::GetNthComponent(static_cast<int>(k), pixel));
+      }
+    }
+    problem.InputType = ElementType::Float64;
+    problem.Input = inputCopy.data();
+  }
+
+  // Output: written in place for float and double components, through a double buffer otherwise.
+  std::vector<double> outputCopy;
+  const bool inPlace = nlm_detail::IsFloatOrDouble<OutputComponentType> && nlm_detail::BufferIsComponentArray(output);
+  if (inPlace)
+  {
+    problem.OutputType = nlm_detail::ElementTypeOf<OutputComponentType>;
+    problem.Output = reinterpret_cast<void *>(output->GetBufferPointer());
+  }
+  else
+  {
+    outputCopy.resize(outRegion.GetNumberOfPixels() * components);
+    problem.OutputType = ElementType::Float64;
+    problem.Output = outputCopy.data();
+  }
+
+  // Backend selection.
+  std::string                   whyNoCUDA;
+  NonLocalMeansBackend::Pointer backend;
+  if (m_Backend == BackendEnum::CPU)
+  {
+    backend = NonLocalMeansBackend::CreateCPUBackend();
+  }
+  else
+  {
+    backend = NonLocalMeansBackend::CreateCUDABackend(whyNoCUDA);
+    if (backend.IsNull())
+    {
+      if (m_Backend == BackendEnum::CUDA)
+      {
+        itkExceptionMacro("Backend is CUDA, but the CUDA backend cannot be used: "
+                          << whyNoCUDA << ". Set Backend to Auto or CPU to compute on the CPU.");
+      }
+      if (NonLocalMeansBackend::ClaimCPUFallbackWarning())
+      {
+        itkWarningMacro("No usable CUDA backend (" << whyNoCUDA
+                                                   << "); computing on the CPU. Set Backend to CPU to silence "
+                                                      "this warning. It is given once per process.");
+      }
+      backend = NonLocalMeansBackend::CreateCPUBackend();
+    }
+  }
+  m_BackendUsed = backend->GetBackendName();
+  backend->Run(problem, this, this->GetMultiThreader(), this->GetNumberOfWorkUnits());
+
+  if (!inPlace)
+  {
+    size_t                               i = 0;
+    ImageRegionIterator<OutputImageType> it(output, outRegion);
+    OutputPixelType                      pixel;
+    NumericTraits<OutputPixelType>::SetLength(pixel, components);
+    for (it.GoToBegin(); !it.IsAtEnd(); ++it)
+    {
+      for (unsigned int k = 0; k < components; ++k)
+      {
+        DefaultConvertPixelTraits<OutputPixelType>::SetNthComponent(
+          static_cast<int>(k), pixel, nlm_detail::ConvertResult<OutputComponentType>(outputCopy[i++]));
+      }
+      it.Set(pixel);
+    }
+  }
+}
+
+template <typename TInputImage, typename TOutputImage>
+void
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream & os, Indent indent) const
+{
+  Superclass::PrintSelf(os, indent);
+
+  os << indent << "PatchSize: " << m_PatchSize << " (effective " << this->GetEffectivePatchSize() << ")" << std::endl;
+  os << indent << "PatchDistance: " << m_PatchDistance << std::endl;
+  os << indent << "H: " << m_H << std::endl;
+  os << indent << "Sigma: " << m_Sigma << std::endl;
+  os << indent << "FastMode: " << (m_FastMode ? "On" : "Off") << std::endl;
+  os << indent << "Backend: " << m_Backend << std::endl;
+  os << indent << "BackendUsed: " << (m_BackendUsed.empty() ? "(none yet)" : m_BackendUsed) << std::endl;
+}
+
+} // end namespace itk
+
+#endif // itkCudaNonLocalMeansImageFilter_hxx

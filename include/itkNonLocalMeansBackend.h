@@ -1,0 +1,154 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkNonLocalMeansBackend_h
+#define itkNonLocalMeansBackend_h
+
+#include "itkObject.h"
+#include "itkObjectFactory.h"
+#include "CudaNonLocalMeansExport.h"
+
+#include <cstdint>
+#include <string>
+
+namespace itk
+{
+class ProcessObject;
+class MultiThreaderBase;
+
+/** \class NonLocalMeansBackend
+ * \brief Non-templated interface between CudaNonLocalMeansImageFilter and the code that computes
+ * non-local means (a CPU backend and a CUDA backend).
+ *
+ * The filter describes one request as a NonLocalMeansBackend::Problem: a dense buffer of the
+ * input's buffered region (float32 or float64 components, interleaved), the extent of the whole
+ * image (for reflect padding), the output region to compute and a dense output buffer.
+ * Every backend computes bitwise the same numbers; the contract is written down in
+ * doc/numerical-contract.md. Axis 0 is ITK's x axis (the fastest in memory); it plays the role of
+ * scikit-image's last axis.
+ *
+ * This header carries no CUDA types: everything device-specific lives in the library.
+ *
+ * \ingroup CudaNonLocalMeans
+ */
+class CudaNonLocalMeans_EXPORT NonLocalMeansBackend : public Object
+{
+public:
+  ITK_DISALLOW_COPY_AND_MOVE(NonLocalMeansBackend);
+
+  using Self = NonLocalMeansBackend;
+  using Superclass = Object;
+  using Pointer = SmartPointer<Self>;
+  using ConstPointer = SmartPointer<const Self>;
+
+#ifdef itkOverrideGetNameOfClassMacro
+  itkOverrideGetNameOfClassMacro(NonLocalMeansBackend);
+#else
+  itkTypeMacro(NonLocalMeansBackend, Object);
+#endif
+
+  /** Largest number of spatial dimensions a problem can have. */
+  static constexpr unsigned int MaximumDimension = 4;
+
+  /** Element type of a buffer. */
+  enum class ElementType : std::uint8_t
+  {
+    Float32,
+    Float64
+  };
+
+  /** One request. Arrays are indexed by ITK axis; entries beyond Dimension are ignored. Indices
+   * are relative to the start of the image's largest possible region. */
+  struct Problem
+  {
+    unsigned int Dimension{ 0 };
+    unsigned int Components{ 1 };
+    /** Size of the whole image (reflect padding is done about its borders). */
+    std::int64_t ImageSize[MaximumDimension]{};
+
+    /** Input buffer: dense over InputStart/InputSize, Components values per pixel. */
+    ElementType  InputType{ ElementType::Float64 };
+    const void * Input{ nullptr };
+    std::int64_t InputStart[MaximumDimension]{};
+    std::int64_t InputSize[MaximumDimension]{};
+
+    /** Output buffer: dense over OutputStart/OutputSize, Components values per pixel. */
+    ElementType  OutputType{ ElementType::Float64 };
+    void *       Output{ nullptr };
+    std::int64_t OutputStart[MaximumDimension]{};
+    std::int64_t OutputSize[MaximumDimension]{};
+
+    /** scikit-image's parameters. PatchSize is used as given if odd, plus one if even. */
+    int    PatchSize{ 7 };
+    int    PatchDistance{ 11 };
+    double H{ 0.1 };
+    double Sigma{ 0.0 };
+    bool   FastMode{ true };
+  };
+
+  /** Compute the output of a problem. `caller` (may be null) receives progress in [0, 1] through
+   * UpdateProgress from the calling thread, and its AbortGenerateData flag is honoured (a
+   * ProcessAborted exception is thrown). `threader` (may be null: then the global default is
+   * used) and `numberOfWorkUnits` control CPU parallelism. Throws ExceptionObject on bad input. */
+  virtual void
+  Run(const Problem &     problem,
+      ProcessObject *     caller,
+      MultiThreaderBase * threader,
+      unsigned int        numberOfWorkUnits) = 0;
+
+  /** "CPU" or "CUDA". */
+  virtual const char *
+  GetBackendName() const = 0;
+
+  /** Check a problem's parameters and buffers; throws ExceptionObject with a message naming the
+   * offending parameter. Backends call this first. */
+  static void
+  VerifyProblem(const Problem & problem);
+
+  /** Check that every input value is finite; throws ExceptionObject naming the first that is not. */
+  static void
+  VerifyInputIsFinite(const Problem & problem);
+
+  /** Odd patch size actually used for a requested patch size (scikit-image adds one to even sizes). */
+  static int
+  EffectivePatchSize(int patchSize)
+  {
+    return (patchSize % 2 == 0) ? patchSize + 1 : patchSize;
+  }
+
+  /** True the first time it is called in a process, false afterwards: the filter warns once per
+   * process when Backend is Auto and it falls back to the CPU. */
+  static bool
+  ClaimCPUFallbackWarning();
+
+  /** The multithreaded CPU backend. Always available. */
+  static Pointer
+  CreateCPUBackend();
+
+  /** The CUDA backend, or null when no usable device, driver or NVRTC library is present; then
+   * `whyNot` says what was missing. */
+  static Pointer
+  CreateCUDABackend(std::string & whyNot);
+
+protected:
+  NonLocalMeansBackend() = default;
+  ~NonLocalMeansBackend() override = default;
+};
+
+} // end namespace itk
+
+#endif

@@ -1,0 +1,951 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#include "itkNonLocalMeansCPUBackend.h"
+#include "itkNonLocalMeansNumerics.h"
+
+#include "itkMultiThreaderBase.h"
+#include "itkProcessObject.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace itk
+{
+namespace
+{
+constexpr unsigned int MaxDim = NonLocalMeansBackend::MaximumDimension;
+using Int = std::int64_t;
+using Index4 = std::array<Int, MaxDim>;
+using Shift = std::array<int, MaxDim>;
+using ElementType = NonLocalMeansBackend::ElementType;
+
+/** Runs `body(i)` for i in [0, count) on the threader, catching exceptions in the workers and
+ * rethrowing the first one on the calling thread. */
+template <typename TBody>
+void
+ParallelFor(MultiThreaderBase * threader, unsigned int workUnits, Int count, TBody && body)
+{
+  if (count <= 0)
+  {
+    return;
+  }
+  std::exception_ptr firstError;
+  std::mutex         errorMutex;
+  std::atomic<bool>  failed{ false };
+  auto               guarded = [&](SizeValueType i) {
+    if (failed.load(std::memory_order_relaxed))
+    {
+      return;
+    }
+    try
+    {
+      body(static_cast<Int>(i));
+    }
+    catch (...)
+    {
+      const std::lock_guard<std::mutex> lock(errorMutex);
+      if (!firstError)
+      {
+        firstError = std::current_exception();
+      }
+      failed = true;
+    }
+  };
+  if (threader == nullptr || workUnits <= 1 || count == 1)
+  {
+    for (Int i = 0; i < count; ++i)
+    {
+      guarded(static_cast<SizeValueType>(i));
+    }
+  }
+  else
+  {
+    const unsigned int previous = threader->GetNumberOfWorkUnits();
+    threader->SetNumberOfWorkUnits(workUnits);
+    threader->ParallelizeArray(0, static_cast<SizeValueType>(count), guarded, nullptr);
+    threader->SetNumberOfWorkUnits(previous);
+  }
+  if (firstError)
+  {
+    std::rethrow_exception(firstError);
+  }
+}
+
+void
+ThrowIfAborted(ProcessObject * caller)
+{
+  if (caller != nullptr && caller->GetAbortGenerateData())
+  {
+    ProcessAborted e(__FILE__, __LINE__);
+    e.SetLocation(ITK_LOCATION);
+    e.SetDescription(std::string("Object ") + caller->GetNameOfClass() + ": AbortGenerateDataOn");
+    throw e;
+  }
+}
+
+void
+ReportProgress(ProcessObject * caller, double fraction)
+{
+  if (caller != nullptr)
+  {
+    caller->UpdateProgress(static_cast<float>(fraction));
+  }
+}
+
+/** Problem geometry in four axes; unused axes have size 1. */
+struct Layout
+{
+  int    n{ 2 };
+  int    K{ 1 };
+  Index4 image{ { 1, 1, 1, 1 } };
+  Index4 inStart{ { 0, 0, 0, 0 } };
+  Index4 inSize{ { 1, 1, 1, 1 } };
+  Index4 outStart{ { 0, 0, 0, 0 } };
+  Index4 outSize{ { 1, 1, 1, 1 } };
+
+  explicit Layout(const NonLocalMeansBackend::Problem & p)
+    : n(static_cast<int>(p.Dimension))
+    , K(static_cast<int>(p.Components))
+  {
+    for (int a = 0; a < n; ++a)
+    {
+      image[a] = p.ImageSize[a];
+      inStart[a] = p.InputStart[a];
+      inSize[a] = p.InputSize[a];
+      outStart[a] = p.OutputStart[a];
+      outSize[a] = p.OutputSize[a];
+    }
+  }
+
+  Int
+  OutputCells() const
+  {
+    return outSize[0] * outSize[1] * outSize[2] * outSize[3];
+  }
+};
+
+/** Dense row-major (axis 0 fastest) strides of a 4-axis box. */
+Index4
+StridesOf(const Index4 & size)
+{
+  return Index4{ { 1, size[0], size[0] * size[1], size[0] * size[1] * size[2] } };
+}
+
+template <typename TIn>
+const TIn *
+InputPointer(const NonLocalMeansBackend::Problem & p)
+{
+  return static_cast<const TIn *>(p.Input);
+}
+
+/** Fills `dst` (dense over `size` cells starting at image coordinate `start`, K values per cell)
+ * with reflect-padded input values converted to TOut. */
+template <typename TIn, typename TOut>
+void
+GatherReflected(const NonLocalMeansBackend::Problem & p,
+                const Layout &                        L,
+                const Index4 &                        start,
+                const Index4 &                        size,
+                TOut *                                dst,
+                MultiThreaderBase *                   threader,
+                unsigned int                          workUnits)
+{
+  const TIn *  src = InputPointer<TIn>(p);
+  const Index4 inStride = StridesOf(L.inSize);
+  const Index4 dstStride = StridesOf(size);
+  const int    K = L.K;
+  // Precompute the source index along each axis.
+  std::array<std::vector<Int>, MaxDim> map;
+  for (unsigned int a = 0; a < MaxDim; ++a)
+  {
+    map[a].resize(static_cast<size_t>(size[a]));
+    for (Int i = 0; i < size[a]; ++i)
+    {
+      const Int g = nlm::ReflectIndex(start[a] + i, L.image[a]) - L.inStart[a];
+      if (g < 0 || g >= L.inSize[a])
+      {
+        itkGenericExceptionMacro("NonLocalMeans: the input buffer does not cover the region needed for the "
+                                 "requested output (axis "
+                                 << a << ", image index " << g + L.inStart[a]
+                                 << "). The input's buffered region must contain the output region padded by "
+                                    "PatchSize/2 + PatchDistance + 1, cropped to the image.");
+      }
+      map[a][static_cast<size_t>(i)] = g * inStride[a];
+    }
+  }
+  const Int rows = size[1] * size[2] * size[3];
+  ParallelFor(threader, workUnits, rows, [&](Int r) {
+    const Int i1 = r % size[1];
+    const Int i2 = (r / size[1]) % size[2];
+    const Int i3 = r / (size[1] * size[2]);
+    const Int base = map[1][i1] + map[2][i2] + map[3][i3];
+    TOut *    out = dst + K * (i1 * dstStride[1] + i2 * dstStride[2] + i3 * dstStride[3]);
+    for (Int i0 = 0; i0 < size[0]; ++i0)
+    {
+      const TIn * s = src + K * (base + map[0][static_cast<size_t>(i0)]);
+      for (int k = 0; k < K; ++k)
+      {
+        out[K * i0 + k] = static_cast<TOut>(s[k]);
+      }
+    }
+  });
+}
+
+/** Writes `value` (already rounded to the working type) to the output buffer. */
+template <typename TValue>
+inline void
+StoreOutput(void * out, ElementType type, Int index, TValue value)
+{
+  if (type == ElementType::Float32)
+  {
+    static_cast<float *>(out)[index] = static_cast<float>(value);
+  }
+  else
+  {
+    static_cast<double *>(out)[index] = static_cast<double>(value);
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Fast mode
+// ----------------------------------------------------------------------------------------------
+
+struct Chunk
+{
+  Index4 lo;
+  Index4 hi;
+};
+
+/** Splits the output box into chunks of about `targetCells` cells; axis 0 is kept whole up to 128
+ * cells, the other axes are cut into pieces of about equal length. */
+std::vector<Chunk>
+MakeChunks(const Layout & L, Int targetCells)
+{
+  Index4 len{ { 1, 1, 1, 1 } };
+  len[0] = std::min<Int>(L.outSize[0], std::max<Int>(targetCells, 1) < 128 ? std::max<Int>(targetCells, 1) : 128);
+  const Int rest = std::max<Int>(1, targetCells / len[0]);
+  const int outer = L.n - 1;
+  if (outer > 0)
+  {
+    Int side = static_cast<Int>(std::floor(std::pow(static_cast<double>(rest), 1.0 / outer) + 0.5));
+    side = std::max<Int>(side, 1);
+    Int budget = rest;
+    for (int a = 1; a < L.n; ++a)
+    {
+      // Give the inner axes their share; the outermost axis takes what is left of the budget.
+      const Int want = (a == L.n - 1) ? std::max<Int>(1, budget) : side;
+      len[a] = std::min<Int>(L.outSize[a], want);
+      budget = std::max<Int>(1, budget / len[a]);
+    }
+  }
+  std::vector<Chunk> chunks;
+  Index4             count;
+  for (unsigned int a = 0; a < MaxDim; ++a)
+  {
+    count[a] = (L.outSize[a] + len[a] - 1) / len[a];
+  }
+  for (Int c3 = 0; c3 < count[3]; ++c3)
+  {
+    for (Int c2 = 0; c2 < count[2]; ++c2)
+    {
+      for (Int c1 = 0; c1 < count[1]; ++c1)
+      {
+        for (Int c0 = 0; c0 < count[0]; ++c0)
+        {
+          const Index4 c{ { c0, c1, c2, c3 } };
+          Chunk        chunk;
+          for (unsigned int a = 0; a < MaxDim; ++a)
+          {
+            chunk.lo[a] = c[a] * len[a];
+            chunk.hi[a] = std::min(L.outSize[a], chunk.lo[a] + len[a]);
+          }
+          chunks.push_back(chunk);
+        }
+      }
+    }
+  }
+  return chunks;
+}
+
+/** Scratch buffers handed to whichever chunk runs next. */
+class ScratchPool
+{
+public:
+  std::unique_ptr<std::vector<double>>
+  Take()
+  {
+    const std::lock_guard<std::mutex> lock(m_Mutex);
+    if (m_Free.empty())
+    {
+      return std::make_unique<std::vector<double>>();
+    }
+    auto b = std::move(m_Free.back());
+    m_Free.pop_back();
+    return b;
+  }
+  void
+  Give(std::unique_ptr<std::vector<double>> b)
+  {
+    const std::lock_guard<std::mutex> lock(m_Mutex);
+    m_Free.push_back(std::move(b));
+  }
+
+private:
+  std::mutex                                        m_Mutex;
+  std::vector<std::unique_ptr<std::vector<double>>> m_Free;
+};
+
+class FastModeSolver
+{
+public:
+  FastModeSolver(const NonLocalMeansBackend::Problem & p, const Layout & L)
+    : m_L(L)
+    , m_S(NonLocalMeansBackend::EffectivePatchSize(p.PatchSize))
+    , m_O(m_S / 2)
+    , m_D(p.PatchDistance)
+  {
+    const double K = static_cast<double>(L.K);
+    const double v2 = 2.0 * (p.Sigma * p.Sigma);
+    m_Noise = K * v2;
+    m_Norm = (K * p.H) * p.H;
+    for (int a = 0; a < L.n; ++a)
+    {
+      m_Norm = m_Norm * static_cast<double>(m_S);
+    }
+    for (unsigned int a = 0; a < MaxDim; ++a)
+    {
+      m_E[a] = (static_cast<int>(a) < L.n) ? (m_O + m_D) : 0;
+      m_YStart[a] = L.outStart[a] - m_E[a];
+      m_YSize[a] = L.outSize[a] + 2 * m_E[a];
+    }
+    m_YStride = StridesOf(m_YSize);
+    m_OutStride = StridesOf(L.outSize);
+
+    // Shifts in scikit-image's order: outer axes over [-d, d], axis 0 over [0, d].
+    Shift lo{ { 0, 0, 0, 0 } };
+    Shift hi{ { 0, 0, 0, 0 } };
+    for (int a = 0; a < L.n; ++a)
+    {
+      lo[a] = (a == 0) ? 0 : -m_D;
+      hi[a] = m_D;
+    }
+    for (int t3 = lo[3]; t3 <= hi[3]; ++t3)
+    {
+      for (int t2 = lo[2]; t2 <= hi[2]; ++t2)
+      {
+        for (int t1 = lo[1]; t1 <= hi[1]; ++t1)
+        {
+          for (int t0 = lo[0]; t0 <= hi[0]; ++t0)
+          {
+            m_Shifts.push_back(Shift{ { t0, t1, t2, t3 } });
+          }
+        }
+      }
+    }
+  }
+
+  template <typename TIn>
+  void
+  Solve(const NonLocalMeansBackend::Problem & p,
+        ProcessObject *                       caller,
+        MultiThreaderBase *                   threader,
+        unsigned int                          workUnits)
+  {
+    const Layout & L = m_L;
+    const Int      cells = L.OutputCells();
+    m_Y.resize(static_cast<size_t>(m_YSize[0] * m_YSize[1] * m_YSize[2] * m_YSize[3] * L.K));
+    GatherReflected<TIn, double>(p, L, m_YStart, m_YSize, m_Y.data(), threader, workUnits);
+    m_WeightSum.assign(static_cast<size_t>(cells), 0.0);
+    m_Result.assign(static_cast<size_t>(cells * L.K), 0.0);
+
+    const Int          target = std::min<Int>(Int{ 1 } << 16, std::max<Int>(1, cells / (2 * std::max(1u, workUnits))));
+    std::vector<Chunk> chunks = MakeChunks(L, target);
+
+    // Shifts are processed in groups; between groups the calling thread reports progress and
+    // checks for an abort request. Chunks never share output cells, so they run concurrently.
+    const Int         nShifts = static_cast<Int>(m_Shifts.size());
+    const Int         groups = std::max<Int>(1, std::min<Int>(nShifts, 50));
+    ScratchPool       pool;
+    std::atomic<bool> abortSeen{ false };
+    for (Int g = 0; g < groups; ++g)
+    {
+      const Int first = g * nShifts / groups;
+      const Int last = (g + 1) * nShifts / groups;
+      ParallelFor(threader, workUnits, static_cast<Int>(chunks.size()), [&](Int ci) {
+        auto scratch = pool.Take();
+        for (Int si = first; si < last; ++si)
+        {
+          if (caller != nullptr && caller->GetAbortGenerateData())
+          {
+            abortSeen = true;
+            break;
+          }
+          ProcessShift(chunks[static_cast<size_t>(ci)], m_Shifts[static_cast<size_t>(si)], *scratch);
+        }
+        pool.Give(std::move(scratch));
+      });
+      ThrowIfAborted(caller);
+      ReportProgress(caller, 0.98 * static_cast<double>(g + 1) / static_cast<double>(groups));
+    }
+
+    // Normalise and store.
+    const Int rows = L.outSize[1] * L.outSize[2] * L.outSize[3];
+    const int K = L.K;
+    ParallelFor(threader, workUnits, rows, [&](Int r) {
+      const Int begin = r * L.outSize[0];
+      for (Int i = begin; i < begin + L.outSize[0]; ++i)
+      {
+        const double w = m_WeightSum[static_cast<size_t>(i)];
+        for (int k = 0; k < K; ++k)
+        {
+          const double v = m_Result[static_cast<size_t>(K * i + k)] / w;
+          StoreOutput(p.Output, p.OutputType, K * i + k, static_cast<TIn>(v));
+        }
+      }
+    });
+  }
+
+private:
+  /** Offset (in cells) into Y of an output-relative coordinate. */
+  Int
+  YOffset(Int x0, Int x1, Int x2, Int x3) const
+  {
+    return (x0 + m_E[0]) * m_YStride[0] + (x1 + m_E[1]) * m_YStride[1] + (x2 + m_E[2]) * m_YStride[2] +
+           (x3 + m_E[3]) * m_YStride[3];
+  }
+
+  void
+  ProcessShift(const Chunk & c, const Shift & t, std::vector<double> & buffer)
+  {
+    const Layout & L = m_L;
+    const int      n = L.n;
+    const int      K = L.K;
+    const int      win = m_S - 1; // samples per axis in the patch box
+    Index4         Wlo, Wlen, Dlo, Dlen;
+    for (unsigned int a = 0; a < MaxDim; ++a)
+    {
+      const bool used = static_cast<int>(a) < n;
+      Wlo[a] = c.lo[a] - std::max(t[a], 0);
+      Wlen[a] = (c.hi[a] - std::min(t[a], 0)) - Wlo[a];
+      Dlo[a] = (used && win > 0) ? Wlo[a] - m_O + 1 : Wlo[a];
+      Dlen[a] = (used && win > 0) ? Wlen[a] + win - 1 : Wlen[a];
+    }
+    const Index4 B = StridesOf(Dlen);
+    const size_t need = static_cast<size_t>(Dlen[0] * Dlen[1] * Dlen[2] * Dlen[3]);
+    if (buffer.size() < need)
+    {
+      buffer.resize(need);
+    }
+    double *     w = buffer.data();
+    const double alpha = (t[0] == 0) ? 0.5 : 1.0;
+
+    if (win == 0)
+    {
+      // Patch size 1: the box is empty, every raw distance is +0.0.
+      const double w0 = nlm::FastModeWeight(0.0, m_Norm, alpha);
+      std::fill(w, w + need, w0);
+    }
+    else
+    {
+      // 1. D(y) = sum_k (Y_k(y) - Y_k(y+t))^2 - noise over the D box.
+      const Int tOff = K * (t[0] * m_YStride[0] + t[1] * m_YStride[1] + t[2] * m_YStride[2] + t[3] * m_YStride[3]);
+      for (Int i3 = 0; i3 < Dlen[3]; ++i3)
+      {
+        for (Int i2 = 0; i2 < Dlen[2]; ++i2)
+        {
+          for (Int i1 = 0; i1 < Dlen[1]; ++i1)
+          {
+            const double * y = m_Y.data() + K * YOffset(Dlo[0], Dlo[1] + i1, Dlo[2] + i2, Dlo[3] + i3);
+            const double * yt = y + tOff;
+            double *       d = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
+            if (K == 1)
+            {
+              for (Int i0 = 0; i0 < Dlen[0]; ++i0)
+              {
+                const double diff = y[i0] - yt[i0];
+                d[i0] = diff * diff - m_Noise;
+              }
+            }
+            else
+            {
+              for (Int i0 = 0; i0 < Dlen[0]; ++i0)
+              {
+                double acc = 0.0;
+                for (int k = 0; k < K; ++k)
+                {
+                  const double diff = y[K * i0 + k] - yt[K * i0 + k];
+                  acc = acc + diff * diff;
+                }
+                d[i0] = acc - m_Noise;
+              }
+            }
+          }
+        }
+      }
+      // 2. In-place window sums, axis 0 first, each over `win` samples left to right.
+      Index4 extent = Dlen;
+      for (int a = 0; a < n; ++a)
+      {
+        extent[a] = Wlen[a];
+        const Int step = B[a];
+        for (Int i3 = 0; i3 < extent[3]; ++i3)
+        {
+          for (Int i2 = 0; i2 < extent[2]; ++i2)
+          {
+            for (Int i1 = 0; i1 < extent[1]; ++i1)
+            {
+              double * row = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
+              if (a == 0)
+              {
+                for (Int i0 = 0; i0 < extent[0]; ++i0)
+                {
+                  double acc = row[i0];
+                  for (int j = 1; j < win; ++j)
+                  {
+                    acc = acc + row[i0 + j];
+                  }
+                  row[i0] = acc;
+                }
+              }
+              else
+              {
+                for (int j = 1; j < win; ++j)
+                {
+                  const double * next = row + j * step;
+                  for (Int i0 = 0; i0 < extent[0]; ++i0)
+                  {
+                    row[i0] = row[i0] + next[i0];
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+      // 3. Weights over the W box, in place.
+      for (Int i3 = 0; i3 < Wlen[3]; ++i3)
+      {
+        for (Int i2 = 0; i2 < Wlen[2]; ++i2)
+        {
+          for (Int i1 = 0; i1 < Wlen[1]; ++i1)
+          {
+            double * row = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
+            for (Int i0 = 0; i0 < Wlen[0]; ++i0)
+            {
+              row[i0] = nlm::FastModeWeight(row[i0], m_Norm, alpha);
+            }
+          }
+        }
+      }
+    }
+
+    // 4. Gather: centre term w(x,t)*Y(x+t) and target term w(x-t,t)*Y(x-t), in the contract's order.
+    const bool targetFirst = nlm::IsLexicographicallyPositive(t.data(), n);
+    const Int  tOff = K * (t[0] * m_YStride[0] + t[1] * m_YStride[1] + t[2] * m_YStride[2] + t[3] * m_YStride[3]);
+    const Int  wtOff = -(t[0] * B[0] + t[1] * B[1] + t[2] * B[2] + t[3] * B[3]);
+    const Int  len0 = c.hi[0] - c.lo[0];
+    for (Int x3 = c.lo[3]; x3 < c.hi[3]; ++x3)
+    {
+      for (Int x2 = c.lo[2]; x2 < c.hi[2]; ++x2)
+      {
+        for (Int x1 = c.lo[1]; x1 < c.hi[1]; ++x1)
+        {
+          const double * wc =
+            w + (c.lo[0] - Wlo[0]) + (x1 - Wlo[1]) * B[1] + (x2 - Wlo[2]) * B[2] + (x3 - Wlo[3]) * B[3];
+          const double * wt = wc + wtOff;
+          const double * y = m_Y.data() + K * YOffset(c.lo[0], x1, x2, x3);
+          const double * yc = y + tOff;
+          const double * yt = y - tOff;
+          const Int      o = c.lo[0] + x1 * m_OutStride[1] + x2 * m_OutStride[2] + x3 * m_OutStride[3];
+          double *       ws = m_WeightSum.data() + o;
+          double *       rs = m_Result.data() + K * o;
+          if (targetFirst)
+          {
+            Accumulate(len0, K, wt, yt, wc, yc, ws, rs);
+          }
+          else
+          {
+            Accumulate(len0, K, wc, yc, wt, yt, ws, rs);
+          }
+        }
+      }
+    }
+  }
+
+  /** ws += wa; ws += wb; rs_k += wa*ya_k; rs_k += wb*yb_k for a row of cells. */
+  static void
+  Accumulate(Int            len,
+             int            K,
+             const double * wa,
+             const double * ya,
+             const double * wb,
+             const double * yb,
+             double *       ws,
+             double *       rs)
+  {
+    for (Int i = 0; i < len; ++i)
+    {
+      ws[i] = (ws[i] + wa[i]) + wb[i];
+    }
+    if (K == 1)
+    {
+      for (Int i = 0; i < len; ++i)
+      {
+        rs[i] = (rs[i] + wa[i] * ya[i]) + wb[i] * yb[i];
+      }
+    }
+    else
+    {
+      for (Int i = 0; i < len; ++i)
+      {
+        for (int k = 0; k < K; ++k)
+        {
+          rs[K * i + k] = (rs[K * i + k] + wa[i] * ya[K * i + k]) + wb[i] * yb[K * i + k];
+        }
+      }
+    }
+  }
+
+  const Layout &      m_L;
+  int                 m_S;
+  int                 m_O;
+  int                 m_D;
+  double              m_Noise{ 0.0 };
+  double              m_Norm{ 1.0 };
+  Index4              m_E{};
+  Index4              m_YStart{};
+  Index4              m_YSize{};
+  Index4              m_YStride{};
+  Index4              m_OutStride{};
+  std::vector<Shift>  m_Shifts;
+  std::vector<double> m_Y;
+  std::vector<double> m_WeightSum;
+  std::vector<double> m_Result;
+};
+
+// ----------------------------------------------------------------------------------------------
+// Slow mode
+// ----------------------------------------------------------------------------------------------
+
+/** NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src), in T. */
+template <typename T>
+T
+NumPyPairwiseSum(const T * a, Int n)
+{
+  if (n < 8)
+  {
+    T res = T(0);
+    for (Int i = 0; i < n; ++i)
+    {
+      res = res + a[i];
+    }
+    return res;
+  }
+  if (n <= 128)
+  {
+    T r[8];
+    for (int j = 0; j < 8; ++j)
+    {
+      r[j] = a[j];
+    }
+    Int i = 8;
+    for (; i < n - (n % 8); i += 8)
+    {
+      for (int j = 0; j < 8; ++j)
+      {
+        r[j] = r[j] + a[i + j];
+      }
+    }
+    T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i)
+    {
+      res = res + a[i];
+    }
+    return res;
+  }
+  Int n2 = n / 2;
+  n2 -= n2 % 8;
+  return NumPyPairwiseSum(a, n2) + NumPyPairwiseSum(a + n2, n - n2);
+}
+
+/** NumPy's float32 `exp` on x86-64 with AVX2+FMA3 or AVX-512F (the SIMD kernel `simd_exp_FLOAT` in
+ * numpy/_core/src/umath/loops_exponent_log.dispatch.c.src): Cody-Waite range reduction with fused
+ * multiply-adds and a 5th/2nd order rational approximation. It is not correctly rounded (up to 2.5
+ * ulp), so scikit-image's float32 slow-mode kernel is reproduced only with this exact algorithm.
+ * Valid for finite arguments whose result is a normal number, which holds for the kernel. */
+inline float
+NumPyExpFloat32(float x)
+{
+  // Constants as NumPy defines them (npy_simd_data.h, npy_math.h).
+  constexpr float log2e = 1.442695040888963407359924681001892137f;
+  constexpr float roundMagic = 0x1.800000p+23f;
+  constexpr float ln2High = -6.93145752e-1f;
+  constexpr float ln2Low = -1.42860677e-6f;
+  constexpr float p0 = 9.999999999980870924916e-01f;
+  constexpr float p1 = 7.257664613233124478488e-01f;
+  constexpr float p2 = 2.473615434895520810817e-01f;
+  constexpr float p3 = 5.114512081637298353406e-02f;
+  constexpr float p4 = 6.757896990527504603057e-03f;
+  constexpr float p5 = 5.082762527590693718096e-04f;
+  constexpr float q0 = 1.0f;
+  constexpr float q1 = -2.742335390411667452936e-01f;
+  constexpr float q2 = 2.159509375685829852307e-02f;
+  float           k = x * log2e;
+  k = (k + roundMagic) - roundMagic; // round to nearest
+  x = std::fma(k, ln2High, x);
+  x = std::fma(k, ln2Low, x);
+  x = std::fma(k, 0.0f, x);
+  float num = std::fma(p5, x, p4);
+  num = std::fma(num, x, p3);
+  num = std::fma(num, x, p2);
+  num = std::fma(num, x, p1);
+  num = std::fma(num, x, p0);
+  float den = std::fma(q2, x, q1);
+  den = std::fma(den, x, q0);
+  return std::ldexp(num / den, static_cast<int>(k));
+}
+
+inline float
+NumPyExp(float x)
+{
+  return NumPyExpFloat32(x);
+}
+
+inline double
+NumPyExp(double x)
+{
+  return std::exp(x);
+}
+
+/** scikit-image's slow-mode Gaussian patch kernel (spec 4.2, NumPy 2 promotion rules), in T. */
+template <typename T>
+std::vector<T>
+SlowModeKernel(int n, int K, int s, double h)
+{
+  const int o = s / 2;
+  const T   A = static_cast<T>(static_cast<double>(s - 1) / 4.0);
+  const T   divisor = static_cast<T>(2.0 * static_cast<double>(A) * static_cast<double>(A));
+  Int       count = 1;
+  for (int a = 0; a < n; ++a)
+  {
+    count *= s;
+  }
+  std::vector<T> e(static_cast<size_t>(count));
+  for (Int i = 0; i < count; ++i)
+  {
+    Int rem = i;
+    T   q = T(0);
+    for (int a = n - 1; a >= 0; --a)
+    {
+      const T off = static_cast<T>(static_cast<int>(rem % s) - o);
+      q = q + off * off;
+      rem /= s;
+    }
+    e[static_cast<size_t>(i)] = NumPyExp((-q) / divisor);
+  }
+  const T S = T(0) + NumPyPairwiseSum(e.data(), count);
+  const T hT = static_cast<T>(h);
+  T       denominator;
+  if (n == 2)
+  {
+    denominator = ((static_cast<T>(K) * S) * hT) * hT;
+  }
+  else
+  {
+    denominator = (S * hT) * hT;
+  }
+  const T factor = T(1) / denominator;
+  for (auto & v : e)
+  {
+    v = v * factor;
+  }
+  return e;
+}
+
+template <typename T>
+void
+SolveSlowMode(const NonLocalMeansBackend::Problem & p,
+              const Layout &                        L,
+              ProcessObject *                       caller,
+              MultiThreaderBase *                   threader,
+              unsigned int                          workUnits)
+{
+  const int n = L.n;
+  const int K = L.K;
+  const int s = NonLocalMeansBackend::EffectivePatchSize(p.PatchSize);
+  const int o = s / 2;
+  const int d = p.PatchDistance;
+
+  const std::vector<T> kernel = SlowModeKernel<T>(n, K, s, p.H);
+  const T              v = static_cast<T>(2.0 * (p.Sigma * p.Sigma));
+
+  // Local copy of the reflect-padded input around the output region (margin d + o).
+  Index4 start{ { 0, 0, 0, 0 } };
+  Index4 size{ { 1, 1, 1, 1 } };
+  for (int a = 0; a < n; ++a)
+  {
+    start[a] = L.outStart[a] - d - o;
+    size[a] = L.outSize[a] + 2 * (d + o);
+  }
+  std::vector<T> X(static_cast<size_t>(size[0] * size[1] * size[2] * size[3] * K));
+  GatherReflected<T, T>(p, L, start, size, X.data(), threader, workUnits);
+  const Index4 xs = StridesOf(size);
+  // Patch offsets (a0 outermost = highest ITK axis) as cell offsets into X.
+  std::vector<Int> patchOffset(kernel.size());
+  for (size_t i = 0; i < kernel.size(); ++i)
+  {
+    Int rem = static_cast<Int>(i);
+    Int off = 0;
+    for (int a = 0; a < n; ++a) // ITK axis a is patch axis n-1-a, the fastest in the kernel
+    {
+      off += (rem % s) * xs[a];
+      rem /= s;
+    }
+    patchOffset[i] = off;
+  }
+  const Int rowLength = static_cast<Int>(kernel.size()) / s; // entries per patch row a0
+
+  const Int  rows = L.outSize[1] * L.outSize[2] * L.outSize[3];
+  const Int  groups = std::max<Int>(1, std::min<Int>(rows, 50));
+  const auto outStride = StridesOf(L.outSize);
+  const Int  N0 = L.image[0], N1 = L.image[1], N2 = (n > 2) ? L.image[2] : 1;
+  for (Int g = 0; g < groups; ++g)
+  {
+    const Int first = g * rows / groups;
+    const Int last = (g + 1) * rows / groups;
+    ParallelFor(threader, workUnits, last - first, [&](Int rr) {
+      const Int      r = first + rr;
+      const Int      o1 = r % L.outSize[1];
+      const Int      o2 = r / L.outSize[1];
+      std::vector<T> nv(static_cast<size_t>(K));
+      for (Int o0 = 0; o0 < L.outSize[0]; ++o0)
+      {
+        const Int x0 = L.outStart[0] + o0, x1 = L.outStart[1] + o1, x2 = L.outStart[2] + o2;
+        // X index of the patch corner (x - o) in local coordinates.
+        const Int cx =
+          (x0 - o - start[0]) * xs[0] + (x1 - o - start[1]) * xs[1] + ((n > 2) ? (x2 - o - start[2]) * xs[2] : 0);
+        std::fill(nv.begin(), nv.end(), T(0));
+        T         wsum = T(0);
+        const Int q2lo = (n > 2) ? std::max<Int>(0, x2 - d) : 0;
+        const Int q2hi = (n > 2) ? std::min<Int>(N2, x2 + d + 1) : 1;
+        for (Int q2 = q2lo; q2 < q2hi; ++q2)
+        {
+          for (Int q1 = std::max<Int>(0, x1 - d); q1 < std::min<Int>(N1, x1 + d + 1); ++q1)
+          {
+            for (Int q0 = std::max<Int>(0, x0 - d); q0 < std::min<Int>(N0, x0 + d + 1); ++q0)
+            {
+              const Int cq =
+                (q0 - o - start[0]) * xs[0] + (q1 - o - start[1]) * xs[1] + ((n > 2) ? (q2 - o - start[2]) * xs[2] : 0);
+              T    dist = T(0);
+              bool cut = false;
+              for (int a0 = 0; a0 < s; ++a0)
+              {
+                if (dist > T(5))
+                {
+                  cut = true;
+                  break;
+                }
+                for (Int j = a0 * rowLength; j < (a0 + 1) * rowLength; ++j)
+                {
+                  const T * pc = X.data() + K * (cx + patchOffset[static_cast<size_t>(j)]);
+                  const T * pq = X.data() + K * (cq + patchOffset[static_cast<size_t>(j)]);
+                  const T   wk = kernel[static_cast<size_t>(j)];
+                  for (int k = 0; k < K; ++k)
+                  {
+                    const T diff = pc[k] - pq[k];
+                    dist = dist + wk * ((diff * diff) - v);
+                  }
+                }
+              }
+              T weight = T(0);
+              if (!cut)
+              {
+                const double m = (dist > T(0)) ? static_cast<double>(dist) : 0.0;
+                weight = static_cast<T>(nlm::FastExpX86(-m));
+              }
+              wsum = wsum + weight;
+              const T * xq = X.data() + K * (cq + o * xs[0] + o * xs[1] + ((n > 2) ? o * xs[2] : 0));
+              for (int k = 0; k < K; ++k)
+              {
+                nv[static_cast<size_t>(k)] = nv[static_cast<size_t>(k)] + weight * xq[k];
+              }
+            }
+          }
+        }
+        const Int oi = o0 + o1 * outStride[1] + o2 * outStride[2];
+        for (int k = 0; k < K; ++k)
+        {
+          StoreOutput(p.Output, p.OutputType, K * oi + k, nv[static_cast<size_t>(k)] / wsum);
+        }
+      }
+    });
+    ThrowIfAborted(caller);
+    ReportProgress(caller, static_cast<double>(g + 1) / static_cast<double>(groups));
+  }
+}
+
+} // namespace
+
+void
+NonLocalMeansCPUBackend::Run(const Problem &     problem,
+                             ProcessObject *     caller,
+                             MultiThreaderBase * threader,
+                             unsigned int        numberOfWorkUnits)
+{
+  VerifyProblem(problem);
+  VerifyInputIsFinite(problem);
+  if (threader == nullptr)
+  {
+    numberOfWorkUnits = 1;
+  }
+  const Layout L(problem);
+  if (L.OutputCells() == 0)
+  {
+    return;
+  }
+  ReportProgress(caller, 0.0);
+  if (problem.FastMode)
+  {
+    FastModeSolver solver(problem, L);
+    if (problem.InputType == ElementType::Float32)
+    {
+      solver.Solve<float>(problem, caller, threader, numberOfWorkUnits);
+    }
+    else
+    {
+      solver.Solve<double>(problem, caller, threader, numberOfWorkUnits);
+    }
+  }
+  else if (problem.InputType == ElementType::Float32)
+  {
+    SolveSlowMode<float>(problem, L, caller, threader, numberOfWorkUnits);
+  }
+  else
+  {
+    SolveSlowMode<double>(problem, L, caller, threader, numberOfWorkUnits);
+  }
+  ReportProgress(caller, 1.0);
+}
+
+} // end namespace itk

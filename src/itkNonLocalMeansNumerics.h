@@ -1,0 +1,134 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkNonLocalMeansNumerics_h
+#define itkNonLocalMeansNumerics_h
+
+// The arithmetic shared by every backend (doc/numerical-contract.md). This header is compiled
+// by the host C++ compiler for the CPU backend and, as text, by NVRTC for the CUDA kernels, so it
+// uses only built-in types and includes nothing under NVRTC.
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#  define ITK_NLM_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#  define ITK_NLM_HOST_DEVICE inline
+#endif
+#if !defined(__CUDACC_RTC__)
+#  include <cstring>
+#endif
+
+namespace itk
+{
+namespace nlm
+{
+
+/** Schraudolph's constants as scikit-image uses them: 2^20/ln(2) and 1023*2^20 - 60801. */
+constexpr double kExpA = 1512775.3951951856938;
+constexpr int    kExpBC = 1072632447;
+/** Fast-mode distance cutoff of scikit-image. */
+constexpr double kDistanceCutoff = 5.0;
+
+/** The double whose high 32 bits are `high` and whose low 32 bits are zero. */
+ITK_NLM_HOST_DEVICE double
+DoubleFromHighWord(unsigned int high)
+{
+#if defined(__CUDA_ARCH__)
+  return __hiloint2double(static_cast<int>(high), 0);
+#else
+  const unsigned long long bits = static_cast<unsigned long long>(high) << 32;
+  double                   value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+#endif
+}
+
+/** scikit-image's fast exponential for arguments in [-5, 0] (fast mode): the conversion to int32
+ * truncates toward zero and never leaves the int32 range there. */
+ITK_NLM_HOST_DEVICE double
+FastExp(double y)
+{
+  const int i = static_cast<int>(kExpA * y);
+  return DoubleFromHighWord(static_cast<unsigned int>(i) + static_cast<unsigned int>(kExpBC));
+}
+
+/** The same function for any argument, reproducing x86-64 `cvttsd2si` (NaN and out-of-range
+ * values become INT32_MIN) and a wrapping 32-bit addition, as scikit-image's C code behaves on
+ * x86-64. Needed in slow mode, where the argument is unbounded. */
+ITK_NLM_HOST_DEVICE double
+FastExpX86(double y)
+{
+  const double p = kExpA * y;
+  int          i = static_cast<int>(0x80000000u);
+  if (p > -2147483649.0 && p < 2147483648.0)
+  {
+    i = static_cast<int>(p);
+  }
+  return DoubleFromHighWord(static_cast<unsigned int>(i) + static_cast<unsigned int>(kExpBC));
+}
+
+/** Cython's `max(a, b)`, which is `(b > a) ? b : a`: NaN and -0.0 in `a` pass through. */
+ITK_NLM_HOST_DEVICE double
+CythonMax(double a, double b)
+{
+  return (b > a) ? b : a;
+}
+
+/** Fast-mode weight of one (centre, shift) pair from its raw patch distance. Zero when the
+ * distance is beyond the cutoff (adding a zero weight equals skipping the term). */
+ITK_NLM_HOST_DEVICE double
+FastModeWeight(double raw, double norm, double alpha)
+{
+  const double dist = CythonMax(raw, 0.0) / norm;
+  return (dist > kDistanceCutoff) ? 0.0 : alpha * FastExp(-dist);
+}
+
+/** Whether a shift is lexicographically positive (first non-zero component, outermost axis
+ * first, is positive). `t` is in ITK axis order (t[0] = col). */
+ITK_NLM_HOST_DEVICE bool
+IsLexicographicallyPositive(const int * t, int dimension)
+{
+  for (int a = dimension - 1; a >= 0; --a)
+  {
+    if (t[a] != 0)
+    {
+      return t[a] > 0;
+    }
+  }
+  return false;
+}
+
+/** NumPy's `mode='reflect'` index map for an axis of length n (n >= 1). */
+ITK_NLM_HOST_DEVICE long long
+ReflectIndex(long long i, long long n)
+{
+  if (n == 1)
+  {
+    return 0;
+  }
+  const long long period = 2 * (n - 1);
+  long long       m = i % period;
+  if (m < 0)
+  {
+    m += period;
+  }
+  return (m < n) ? m : period - m;
+}
+
+} // namespace nlm
+} // namespace itk
+
+#endif

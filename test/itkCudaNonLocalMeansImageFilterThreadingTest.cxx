@@ -1,0 +1,206 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// The output is bitwise independent of the number of threads and of streaming (the requested
+// region); progress events arrive in order; AbortGenerateData stops the filter.
+
+#include "itkCudaNonLocalMeansImageFilter.h"
+#include "itkCudaNonLocalMeansTestUtilities.h"
+#include "itkCommand.h"
+#include "itkStreamingImageFilter.h"
+#include "itkTestingMacros.h"
+#include "itkVectorImage.h"
+
+#include <vector>
+
+namespace
+{
+int failures = 0;
+
+void
+Check(bool ok, const std::string & what)
+{
+  std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
+  failures += ok ? 0 : 1;
+}
+
+template <typename TImage>
+typename TImage::Pointer
+Run(const TImage * input,
+    int            patchSize,
+    int            distance,
+    double         h,
+    double         sigma,
+    bool           fast,
+    unsigned int   workUnits,
+    unsigned int   streams)
+{
+  using FilterType = itk::CudaNonLocalMeansImageFilter<TImage>;
+  auto filter = FilterType::New();
+  filter->SetInput(input);
+  filter->SetPatchSize(patchSize);
+  filter->SetPatchDistance(distance);
+  filter->SetH(h);
+  filter->SetSigma(sigma);
+  filter->SetFastMode(fast);
+  filter->SetBackend(FilterType::BackendEnum::CPU);
+  filter->SetNumberOfWorkUnits(workUnits);
+  auto streamer = itk::StreamingImageFilter<TImage, TImage>::New();
+  streamer->SetInput(filter->GetOutput());
+  streamer->SetNumberOfStreamDivisions(streams);
+  streamer->Update();
+  typename TImage::Pointer out = streamer->GetOutput();
+  out->DisconnectPipeline();
+  return out;
+}
+
+/** Whole-image single-thread output against several thread counts and stream divisions. */
+template <typename TImage>
+void
+CheckInvariance(const std::string & name,
+                const TImage *      input,
+                int                 patchSize,
+                int                 distance,
+                double              h,
+                double              sigma,
+                bool                fast)
+{
+  const auto reference = Run(input, patchSize, distance, h, sigma, fast, 1, 1);
+  const auto region = input->GetLargestPossibleRegion();
+  for (unsigned int workUnits : { 2u, 3u, 7u, 16u })
+  {
+    const auto out = Run(input, patchSize, distance, h, sigma, fast, workUnits, 1);
+    Check(itk::nlm_test::CountDifferences(reference.GetPointer(), out.GetPointer(), region, name) == 0,
+          name + ": " + std::to_string(workUnits) + " work units == 1 work unit (bitwise)");
+  }
+  for (unsigned int streams : { 2u, 5u, 9u })
+  {
+    const auto out = Run(input, patchSize, distance, h, sigma, fast, 3, streams);
+    Check(itk::nlm_test::CountDifferences(reference.GetPointer(), out.GetPointer(), region, name) == 0,
+          name + ": " + std::to_string(streams) + " stream divisions == whole image (bitwise)");
+  }
+}
+} // namespace
+
+int
+itkCudaNonLocalMeansImageFilterThreadingTest(int, char *[])
+{
+  {
+    using ImageType = itk::Image<double, 3>;
+    const auto input = itk::nlm_test::MakeImage<ImageType>({ { 23, 19, 17 } }, 1, 11);
+    CheckInvariance("3D double p5 d3", input.GetPointer(), 5, 3, 0.15, 0.05, true);
+  }
+  {
+    using ImageType = itk::VectorImage<float, 2>;
+    const auto input = itk::nlm_test::MakeImage<ImageType>({ { 41, 29 } }, 3, 12);
+    CheckInvariance("2D float 3 components p7 d4", input.GetPointer(), 7, 4, 0.1, 0.0, true);
+    CheckInvariance("2D float 3 components slow p3 d3", input.GetPointer(), 3, 3, 0.1, 0.02, false);
+  }
+  {
+    using ImageType = itk::Image<float, 4>;
+    const auto input = itk::nlm_test::MakeImage<ImageType>({ { 9, 8, 7, 6 } }, 1, 13);
+    CheckInvariance("4D float p3 d2", input.GetPointer(), 3, 2, 0.1, 0.05, true);
+  }
+  {
+    using ImageType = itk::Image<float, 3>;
+    const auto input = itk::nlm_test::MakeImage<ImageType>({ { 12, 10, 11 } }, 1, 14);
+    CheckInvariance("3D float slow p3 d2", input.GetPointer(), 3, 2, 0.2, 0.1, false);
+  }
+
+  // A requested sub-region equals the same region of the whole output.
+  {
+    using ImageType = itk::Image<float, 3>;
+    const auto input = itk::nlm_test::MakeImage<ImageType>({ { 20, 18, 16 } }, 1, 15);
+    const auto whole = Run(input.GetPointer(), 3, 3, 0.1, 0.05, true, 2, 1);
+    using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
+    auto filter = FilterType::New();
+    filter->SetInput(input);
+    filter->SetPatchSize(3);
+    filter->SetPatchDistance(3);
+    filter->SetH(0.1);
+    filter->SetSigma(0.05);
+    filter->SetBackend(FilterType::BackendEnum::CPU);
+    const ImageType::RegionType part({ { 3, 14, 0 } }, { { 9, 4, 5 } });
+    filter->GetOutput()->SetRequestedRegion(part);
+    filter->GetOutput()->Update();
+    ImageType::RegionType expectedInput = part;
+    expectedInput.PadByRadius(3 / 2 + 3 + 1);
+    expectedInput.Crop(input->GetLargestPossibleRegion());
+    Check(filter->GetInput()->GetRequestedRegion() == expectedInput,
+          "input requested region = output region padded by PatchSize/2 + PatchDistance + 1, cropped");
+    Check(filter->GetOutput()->GetBufferedRegion() == part, "only the requested region was computed");
+    Check(itk::nlm_test::CountDifferences(whole.GetPointer(), filter->GetOutput(), part, "sub-region") == 0,
+          "requested sub-region == whole image (bitwise)");
+  }
+
+  // Progress events, then abort.
+  {
+    using ImageType = itk::Image<float, 3>;
+    using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
+    const auto input = itk::nlm_test::MakeImage<ImageType>({ { 24, 24, 24 } }, 1, 16);
+    auto       filter = FilterType::New();
+    filter->SetInput(input);
+    filter->SetPatchSize(3);
+    filter->SetPatchDistance(3);
+    filter->SetBackend(FilterType::BackendEnum::CPU);
+    std::vector<float> progress;
+    bool               abortAtQuarter = false;
+    auto               command = itk::CStyleCommand::New();
+    struct Data
+    {
+      FilterType *         filter;
+      std::vector<float> * progress;
+      bool *               abortAtQuarter;
+    } data{ filter.GetPointer(), &progress, &abortAtQuarter };
+    command->SetClientData(&data);
+    command->SetCallback([](itk::Object *, const itk::EventObject &, void * clientData) {
+      auto * d = static_cast<Data *>(clientData);
+      d->progress->push_back(d->filter->GetProgress());
+      if (*d->abortAtQuarter && d->filter->GetProgress() >= 0.25f)
+      {
+        d->filter->AbortGenerateDataOn();
+      }
+    });
+    filter->AddObserver(itk::ProgressEvent(), command);
+    ITK_TRY_EXPECT_NO_EXCEPTION(filter->Update());
+    bool ordered = true;
+    for (size_t i = 1; i < progress.size(); ++i)
+    {
+      ordered = ordered && progress[i] >= progress[i - 1];
+    }
+    std::cout << progress.size() << " progress events" << std::endl;
+    Check(progress.size() >= 10, "at least 10 progress events");
+    Check(ordered, "progress never goes back");
+    Check(!progress.empty() && progress.back() == 1.0f, "progress ends at 1");
+
+    progress.clear();
+    abortAtQuarter = true;
+    filter->Modified();
+    ITK_TRY_EXPECT_EXCEPTION(filter->Update());
+    Check(!progress.empty() && progress.back() < 1.0f, "aborted before the end");
+
+    abortAtQuarter = false;
+    filter->AbortGenerateDataOff();
+    filter->Modified();
+    ITK_TRY_EXPECT_NO_EXCEPTION(filter->Update());
+    Check(progress.back() == 1.0f, "runs to the end again after an abort");
+  }
+
+  std::cout << (failures == 0 ? "Test passed." : "Test FAILED.") << std::endl;
+  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,134 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkCudaNonLocalMeansTestUtilities_h
+#define itkCudaNonLocalMeansTestUtilities_h
+
+// Helpers shared by the tests: reproducible random images and bitwise comparison.
+
+#include "itkDefaultConvertPixelTraits.h"
+#include "itkImageRegionConstIterator.h"
+#include "itkImageRegionIterator.h"
+#include "itkNumericTraits.h"
+
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <random>
+#include <string>
+
+namespace itk
+{
+namespace nlm_test
+{
+
+/** An image of the given size with `components` components per pixel: a smooth pattern plus
+ * uniform noise, scaled by `scale` and shifted by `offset` (use scale 255 for 8-bit data; values
+ * are rounded for integer component types). */
+template <typename TImage>
+typename TImage::Pointer
+MakeImage(const typename TImage::SizeType & size,
+          unsigned int                      components,
+          unsigned int                      seed,
+          double                            scale = 1.0,
+          double                            offset = 0.0)
+{
+  using PixelType = typename TImage::PixelType;
+  using ComponentType = typename NumericTraits<PixelType>::ValueType;
+  auto image = TImage::New();
+  image->SetRegions(typename TImage::RegionType(size));
+  image->SetNumberOfComponentsPerPixel(components);
+  image->Allocate();
+  std::mt19937                           engine(seed);
+  std::uniform_real_distribution<double> noise(-0.15, 0.15);
+  ImageRegionIterator<TImage>            it(image, image->GetLargestPossibleRegion());
+  PixelType                              pixel;
+  NumericTraits<PixelType>::SetLength(pixel, components);
+  for (; !it.IsAtEnd(); ++it)
+  {
+    const auto idx = it.GetIndex();
+    double     pattern = 0.0;
+    for (unsigned int a = 0; a < TImage::ImageDimension; ++a)
+    {
+      pattern += std::sin(0.37 * (a + 1) * static_cast<double>(idx[a]));
+    }
+    for (unsigned int k = 0; k < components; ++k)
+    {
+      double v = 0.5 + 0.2 * std::cos(pattern + 0.9 * k) + noise(engine);
+      v = offset + scale * v;
+      if (std::is_integral<ComponentType>::value)
+      {
+        v = std::round(v);
+      }
+      DefaultConvertPixelTraits<PixelType>::SetNthComponent(static_cast<int>(k), pixel, static_cast<ComponentType>(v));
+    }
+    it.Set(pixel);
+  }
+  return image;
+}
+
+/** Counts pixels whose components differ in any bit (NaN compared by bits too) between two images
+ * over a region; prints the first difference. Component values are compared as double after
+ * conversion, which is exact for every supported component type. */
+template <typename TImageA, typename TImageB>
+SizeValueType
+CountDifferences(const TImageA *                      a,
+                 const TImageB *                      b,
+                 const typename TImageA::RegionType & region,
+                 const std::string &                  what)
+{
+  using PixelA = typename TImageA::PixelType;
+  using PixelB = typename TImageB::PixelType;
+  ImageRegionConstIterator<TImageA> ia(a, region);
+  ImageRegionConstIterator<TImageB> ib(b, region);
+  const unsigned int                components = a->GetNumberOfComponentsPerPixel();
+  SizeValueType                     differing = 0;
+  if (components != b->GetNumberOfComponentsPerPixel())
+  {
+    std::cerr << what << ": component counts differ" << std::endl;
+    return region.GetNumberOfPixels();
+  }
+  for (; !ia.IsAtEnd(); ++ia, ++ib)
+  {
+    const PixelA pa = ia.Get();
+    const PixelB pb = ib.Get();
+    for (unsigned int k = 0; k < components; ++k)
+    {
+      const double va =
+        static_cast<double>(DefaultConvertPixelTraits<PixelA>::GetNthComponent(static_cast<int>(k), pa));
+      const double vb =
+        static_cast<double>(DefaultConvertPixelTraits<PixelB>::GetNthComponent(static_cast<int>(k), pb));
+      if (std::memcmp(&va, &vb, sizeof(double)) != 0)
+      {
+        if (differing == 0)
+        {
+          std::cerr << what << ": first difference at " << ia.GetIndex() << " component " << k << ": "
+                    << std::setprecision(17) << va << " vs " << vb << std::endl;
+        }
+        ++differing;
+        break;
+      }
+    }
+  }
+  return differing;
+}
+
+} // namespace nlm_test
+} // namespace itk
+
+#endif

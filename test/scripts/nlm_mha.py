@@ -1,0 +1,82 @@
+"""Minimal MetaImage (.mha) reading and writing with NumPy, so the test scripts need no ITK Python.
+
+Arrays use NumPy's axis order as ``itk.array_from_image`` does: the last spatial axis is ITK's x
+axis, and channels (components) come last when there is more than one.
+"""
+
+import numpy as np
+
+_TYPES = {
+    "MET_UCHAR": np.uint8,
+    "MET_CHAR": np.int8,
+    "MET_USHORT": np.uint16,
+    "MET_SHORT": np.int16,
+    "MET_UINT": np.uint32,
+    "MET_INT": np.int32,
+    "MET_ULONG_LONG": np.uint64,
+    "MET_LONG_LONG": np.int64,
+    "MET_FLOAT": np.float32,
+    "MET_DOUBLE": np.float64,
+}
+_NAMES = {np.dtype(v): k for k, v in _TYPES.items()}
+
+
+def write_mha(path, array, channels=1):
+    """Writes `array` (spatial axes first, then a channel axis when channels > 1) as one .mha file.
+
+    The bytes depend only on the array, so the file's hash is reproducible."""
+    array = np.ascontiguousarray(array)
+    spatial = array.shape[:-1] if channels > 1 else array.shape
+    if channels > 1 and array.shape[-1] != channels:
+        raise ValueError(f"last axis has {array.shape[-1]} entries, expected {channels} channels")
+    ndims = len(spatial)
+    dtype = array.dtype.newbyteorder("<")
+    header = [
+        "ObjectType = Image",
+        f"NDims = {ndims}",
+        "BinaryData = True",
+        "BinaryDataByteOrderMSB = False",
+        "CompressedData = False",
+        "TransformMatrix = " + " ".join("1" if i == j else "0" for i in range(ndims) for j in range(ndims)),
+        "Offset = " + " ".join("0" for _ in range(ndims)),
+        "ElementSpacing = " + " ".join("1" for _ in range(ndims)),
+        "DimSize = " + " ".join(str(s) for s in reversed(spatial)),
+    ]
+    if channels > 1:
+        header.append(f"ElementNumberOfChannels = {channels}")
+    header += [f"ElementType = {_NAMES[np.dtype(array.dtype)]}", "ElementDataFile = LOCAL"]
+    with open(path, "wb") as f:
+        f.write(("\n".join(header) + "\n").encode("ascii"))
+        f.write(array.astype(dtype, copy=False).tobytes())
+
+
+def read_mha(path):
+    """Returns (array, channels) of an uncompressed single-file .mha as ITK writes it."""
+    with open(path, "rb") as f:
+        data = f.read()
+    fields = {}
+    pos = 0
+    while True:
+        end = data.index(b"\n", pos)
+        line = data[pos:end].decode("ascii").strip()
+        pos = end + 1
+        if not line:
+            continue
+        key, _, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        fields[key] = value
+        if key == "ElementDataFile":
+            break
+    if fields.get("ElementDataFile") != "LOCAL":
+        raise ValueError(f"{path}: only single-file .mha images are supported")
+    if fields.get("CompressedData", "False") == "True":
+        raise ValueError(f"{path}: compressed .mha images are not supported")
+    dims = [int(v) for v in fields["DimSize"].split()]
+    channels = int(fields.get("ElementNumberOfChannels", "1"))
+    dtype = np.dtype(_TYPES[fields["ElementType"]])
+    if fields.get("BinaryDataByteOrderMSB", fields.get("ElementByteOrderMSB", "False")) == "True":
+        dtype = dtype.newbyteorder(">")
+    shape = tuple(reversed(dims)) + ((channels,) if channels > 1 else ())
+    count = int(np.prod(shape))
+    array = np.frombuffer(data, dtype=dtype, count=count, offset=pos).reshape(shape)
+    return array.astype(dtype.newbyteorder("="), copy=True), channels
