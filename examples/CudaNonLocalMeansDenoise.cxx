@@ -174,7 +174,7 @@ Denoise(const typename TImage::Pointer & image, const Options & o)
     const auto start = std::chrono::steady_clock::now();
     filter->Update();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cout << "Backend: " << filter->GetBackendUsed() << ", threads " << filter->GetNumberOfWorkUnits()
+    std::cout << "Backend: " << filter->GetBackendUsed() << ", work units " << filter->GetNumberOfWorkUnits()
               << "\nElapsed: " << seconds << " s (" << voxels * offsets / seconds << " voxel-offsets/s)\n";
   }
 
