@@ -108,7 +108,6 @@ def main():
     import skimage
 
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    print(f"scikit-image {skimage.__version__}, numpy {np.__version__}; seed {seed}; backend {args.backend}")
     if skimage.__version__ != "0.26.0":
         print("FAIL: scikit-image 0.26.0 is the oracle")
         return 1
@@ -117,9 +116,17 @@ def main():
         shutil.rmtree(args.workdir)
     os.makedirs(args.workdir)
 
+    report_lines = []
+
+    def report(line):
+        print(line)
+        sys.stdout.flush()
+        report_lines.append(line)
+
+    report(f"scikit-image {skimage.__version__}, numpy {np.__version__}; seed {seed}; backend {args.backend}")
     header = f"{'case':30s} {'shape':>20s} {'max|diff|':>10s} {'max ulp':>7s} {'differing':>18s} {'ours s':>7s} {'skimage s':>9s}  bar"
-    print(header)
-    print("-" * len(header))
+    report(header)
+    report("-" * len(header))
     failures = 0
     for case in CASES:
         if args.only and args.only not in case.name:
@@ -137,7 +144,7 @@ def main():
         run = subprocess.run(cmd, capture_output=True, text=True)
         ours_s = time.perf_counter() - t0
         if run.returncode != 0:
-            print(f"{case.name:30s} FAIL: the program failed:\n{run.stdout}{run.stderr}")
+            report(f"{case.name:30s} FAIL: the program failed:\n{run.stdout}{run.stderr}")
             failures += 1
             continue
         ours, _ = read_mha(out_path)
@@ -149,7 +156,7 @@ def main():
         ref_s = time.perf_counter() - t0
 
         if ours.dtype != ref.dtype or ours.shape != ref.shape:
-            print(f"{case.name:30s} FAIL: ours {ours.dtype}{ours.shape}, skimage {ref.dtype}{ref.shape}")
+            report(f"{case.name:30s} FAIL: ours {ours.dtype}{ours.shape}, skimage {ref.dtype}{ref.shape}")
             failures += 1
             continue
         diff = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
@@ -167,10 +174,11 @@ def main():
             bar = f"<= {limit:.2g}"
         failures += 0 if ok else 1
         shape = "x".join(str(s) for s in image.shape)
-        print(f"{case.name:30s} {shape:>20s} {max_diff:10.3g} {ulps:7d} {differing:8d} ({100.0 * differing / ref.size:5.2f}%) "
-              f"{ours_s:7.2f} {ref_s:9.2f}  {bar} {'ok' if ok else 'FAIL'}")
-        sys.stdout.flush()
-    print(f"{'all cases within their bars' if failures == 0 else str(failures) + ' case(s) FAILED'} (seed {seed})")
+        report(f"{case.name:30s} {shape:>20s} {max_diff:10.3g} {ulps:7d} {differing:8d} ({100.0 * differing / ref.size:5.2f}%) "
+               f"{ours_s:7.2f} {ref_s:9.2f}  {bar} {'ok' if ok else 'FAIL'}")
+    report(f"{'all cases within their bars' if failures == 0 else str(failures) + ' case(s) FAILED'} (seed {seed})")
+    with open(os.path.join(args.workdir, "report.txt"), "w") as f:
+        f.write("\n".join(report_lines) + "\n")
     return 1 if failures else 0
 
 
