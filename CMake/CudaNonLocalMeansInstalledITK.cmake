@@ -10,6 +10,11 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()
 
+# The library needs ITKCommon; the tests and the command-line program read and write images in the
+# common formats (MINC and HDF5 are left out: they pull in large libraries).
+set(CudaNonLocalMeans_ITK_COMPONENTS ITKCommon ITKIOImageBase ITKTestKernel
+  ITKIOMeta ITKIONRRD ITKIONIFTI ITKIOPNG ITKIOTIFF ITKIOJPEG ITKIOBMP ITKIOVTK ITKIOGDCM ITKIOGIPL)
+find_package(ITK 5.2 REQUIRED COMPONENTS ${CudaNonLocalMeans_ITK_COMPONENTS})
 include(${ITK_USE_FILE})
 include(GNUInstallDirs)
 include(CTest)

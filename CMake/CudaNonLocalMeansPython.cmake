@@ -37,3 +37,16 @@ if(NOT CudaNonLocalMeans_SKIMAGE_PYTHON)
     message(WARNING "${_nlm_msg}")
   endif()
 endif()
+
+# NVRTC 12 from pip (nvidia-cuda-nvrtc-cu12) in the same environment: used to check that the
+# kernels still compile for sm_61.
+set(CudaNonLocalMeans_NVRTC12_LIBRARY "")
+if(CudaNonLocalMeans_SKIMAGE_PYTHON)
+  execute_process(COMMAND "${CudaNonLocalMeans_SKIMAGE_PYTHON}" -c
+    "import nvidia.cuda_nvrtc as m, os; print(os.path.join(list(m.__path__)[0], 'lib', 'libnvrtc.so.12'))"
+    OUTPUT_VARIABLE _nlm_nvrtc12 OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _nlm_result ERROR_QUIET)
+  if(_nlm_result EQUAL 0 AND EXISTS "${_nlm_nvrtc12}")
+    set(CudaNonLocalMeans_NVRTC12_LIBRARY "${_nlm_nvrtc12}")
+    message(STATUS "NVRTC 12 for the sm_61 compile test: ${_nlm_nvrtc12}")
+  endif()
+endif()

@@ -19,6 +19,7 @@
 #define itkCudaNonLocalMeansImageFilter_h
 
 #include "itkImageToImageFilter.h"
+#include "itkNonLocalMeansBackend.h"
 #include "itkNumericTraits.h"
 #include "CudaNonLocalMeansExport.h"
 
@@ -166,11 +167,31 @@ public:
   itkSetEnumMacro(Backend, BackendEnum);
   itkGetEnumMacro(Backend, BackendEnum);
 
+  /** CUDA backend only, opt-in: float32 arithmetic instead of float64, for GPUs whose float64
+   * rate is a small fraction of their float32 rate (most consumer GPUs). The result is then no
+   * longer bitwise equal to the CPU backend (see the README for its accuracy). Default Off. */
+  itkSetMacro(SinglePrecision, bool);
+  itkGetConstMacro(SinglePrecision, bool);
+  itkBooleanMacro(SinglePrecision);
+
+  /** CUDA backend only: the most GPU memory to use, in bytes; 0 (default) uses up to 80% of the
+   * free memory. Images that need more are processed in slabs; the result does not change. */
+  itkSetMacro(MaximumGPUMemory, SizeValueType);
+  itkGetConstMacro(MaximumGPUMemory, SizeValueType);
+
   /** Name of the backend that computed the last output ("CPU" or "CUDA"), empty before. */
   const std::string &
   GetBackendUsed() const
   {
     return m_BackendUsed;
+  }
+
+  /** What the backend reported about the last output: device, kernel configuration, and for the
+   * CUDA backend the kernel, transfer and compile times (CUDA events). */
+  const NonLocalMeansBackend::RunStatistics &
+  GetBackendStatistics() const
+  {
+    return m_BackendStatistics;
   }
 
 protected:
@@ -193,13 +214,17 @@ protected:
   GenerateData() override;
 
 private:
-  int         m_PatchSize{ 7 };
-  int         m_PatchDistance{ 11 };
-  double      m_H{ 0.1 };
-  double      m_Sigma{ 0.0 };
-  bool        m_FastMode{ true };
-  BackendEnum m_Backend{ BackendEnum::Auto };
-  std::string m_BackendUsed;
+  int           m_PatchSize{ 7 };
+  int           m_PatchDistance{ 11 };
+  double        m_H{ 0.1 };
+  double        m_Sigma{ 0.0 };
+  bool          m_FastMode{ true };
+  BackendEnum   m_Backend{ BackendEnum::Auto };
+  bool          m_SinglePrecision{ false };
+  SizeValueType m_MaximumGPUMemory{ 0 };
+  std::string   m_BackendUsed;
+
+  NonLocalMeansBackend::RunStatistics m_BackendStatistics;
 };
 } // end namespace itk
 

@@ -206,6 +206,8 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
   problem.H = m_H;
   problem.Sigma = m_Sigma;
   problem.FastMode = m_FastMode;
+  problem.SinglePrecision = m_SinglePrecision;
+  problem.MaximumGPUMemory = m_MaximumGPUMemory;
 
   // Input: float and double components are read in place; other types are converted to double.
   std::vector<double> inputCopy;
@@ -275,6 +277,7 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
   }
   m_BackendUsed = backend->GetBackendName();
   backend->Run(problem, this, this->GetMultiThreader(), this->GetNumberOfWorkUnits());
+  m_BackendStatistics = backend->GetLastRunStatistics();
 
   if (!inPlace)
   {
@@ -306,6 +309,8 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream 
   os << indent << "Sigma: " << m_Sigma << std::endl;
   os << indent << "FastMode: " << (m_FastMode ? "On" : "Off") << std::endl;
   os << indent << "Backend: " << m_Backend << std::endl;
+  os << indent << "SinglePrecision: " << (m_SinglePrecision ? "On" : "Off") << std::endl;
+  os << indent << "MaximumGPUMemory: " << m_MaximumGPUMemory << std::endl;
   os << indent << "BackendUsed: " << (m_BackendUsed.empty() ? "(none yet)" : m_BackendUsed) << std::endl;
 }
 

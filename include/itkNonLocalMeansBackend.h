@@ -98,6 +98,30 @@ public:
     double H{ 0.1 };
     double Sigma{ 0.0 };
     bool   FastMode{ true };
+
+    /** CUDA backend only: float32 arithmetic instead of float64 (faster on GPUs with weak FP64;
+     * not bitwise equal to the CPU backend). Ignored by the CPU backend. */
+    bool SinglePrecision{ false };
+    /** CUDA backend only: most GPU memory to use, in bytes; 0 = 80% of the free memory. Volumes
+     * that need more are processed in slabs along the outermost axis. */
+    std::uint64_t MaximumGPUMemory{ 0 };
+  };
+
+  /** What the last Run did and how long its parts took (CUDA backend; the CPU backend reports
+   * only the configuration). Times come from CUDA events. */
+  struct RunStatistics
+  {
+    std::string   Device;
+    std::string   Configuration;
+    double        KernelMilliseconds{ 0.0 };   // the non-local means kernels
+    double        PadMilliseconds{ 0.0 };      // reflect padding on the device
+    double        UploadMilliseconds{ 0.0 };   // host to device copies
+    double        DownloadMilliseconds{ 0.0 }; // device to host copies
+    double        CompileMilliseconds{ 0.0 };  // NVRTC compile in this Run (0 if cached)
+    bool          KernelFromDiskCache{ false };
+    bool          KernelFromMemoryCache{ false };
+    unsigned int  Slabs{ 0 };
+    std::uint64_t DeviceBytes{ 0 };
   };
 
   /** Compute the output of a problem. `caller` (may be null) receives progress in [0, 1] through
@@ -113,6 +137,13 @@ public:
   /** "CPU" or "CUDA". */
   virtual const char *
   GetBackendName() const = 0;
+
+  /** Statistics of the last Run. */
+  virtual RunStatistics
+  GetLastRunStatistics() const
+  {
+    return RunStatistics{};
+  }
 
   /** Check a problem's parameters and buffers; throws ExceptionObject with a message naming the
    * offending parameter. Backends call this first. */

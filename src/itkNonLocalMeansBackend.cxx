@@ -17,6 +17,7 @@
  *=========================================================================*/
 #include "itkNonLocalMeansBackend.h"
 #include "itkNonLocalMeansCPUBackend.h"
+#include "itkNonLocalMeansCUDABackend.h"
 
 #include <atomic>
 #include <cmath>
@@ -169,8 +170,11 @@ NonLocalMeansBackend::CreateCPUBackend()
 NonLocalMeansBackend::Pointer
 NonLocalMeansBackend::CreateCUDABackend(std::string & whyNot)
 {
-  whyNot = "this build of CudaNonLocalMeans has no CUDA backend yet";
-  return nullptr;
+  if (!NonLocalMeansCUDABackend::IsUsable(whyNot))
+  {
+    return nullptr;
+  }
+  return NonLocalMeansCUDABackend::New().GetPointer();
 }
 
 } // end namespace itk

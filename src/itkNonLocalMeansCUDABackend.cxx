@@ -1,0 +1,809 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#include "itkNonLocalMeansCUDABackend.h"
+#include "itkNonLocalMeansNumerics.h"
+#include "itkCudaDriver.h"
+
+#include "itkProcessObject.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+namespace itk
+{
+namespace
+{
+using cuda::CUdeviceptr;
+using cuda::CUevent;
+using cuda::CUfunction;
+using cuda::CUmodule;
+using cuda::CUresult;
+using cuda::CUstream;
+using ElementType = NonLocalMeansBackend::ElementType;
+
+/** Parameter blocks of the kernels; the layout matches itkNonLocalMeansKernels.cu. */
+struct NlmFastParams
+{
+  long long ySize[4];
+  long long outSize[4];
+  long long tiles[4];
+  long long tileOffset;
+  double    norm;
+  double    noise;
+};
+struct NlmPadParams
+{
+  long long padStart[4];
+  long long padSize[4];
+  long long imageSize[4];
+  long long inStart[4];
+  long long inSize[4];
+  long long clampLo[4];
+  long long clampHi[4];
+};
+
+struct LoadedModule
+{
+  CUmodule   module{ nullptr };
+  CUfunction pad{ nullptr };
+  CUfunction fast{ nullptr };
+  int        blocksPerSM{ 1 };
+};
+
+/** Process-wide CUDA state: the driver, NVRTC, one device with its primary context, and the
+ * modules compiled so far. Shared by every filter; guarded by a mutex. */
+class DeviceState
+{
+public:
+  static DeviceState *
+  Get(std::string & why)
+  {
+    static std::mutex                   mutex;
+    static std::unique_ptr<DeviceState> state;
+    static std::string                  failure;
+    static bool                         tried = false;
+    const std::lock_guard<std::mutex>   lock(mutex);
+    if (!tried)
+    {
+      tried = true;
+      auto s = std::make_unique<DeviceState>();
+      if (s->Initialise(failure))
+      {
+        state = std::move(s);
+      }
+    }
+    why = failure;
+    return state.get();
+  }
+
+  bool
+  Initialise(std::string & why)
+  {
+    driver = cuda::GetDriver(why);
+    if (driver == nullptr)
+    {
+      return false;
+    }
+    nvrtc = cuda::GetNvrtc(why);
+    if (nvrtc == nullptr)
+    {
+      return false;
+    }
+    int ordinal = 0;
+    if (const char * env = std::getenv("CUDANONLOCALMEANS_DEVICE"))
+    {
+      ordinal = std::atoi(env);
+    }
+    int count = 0;
+    driver->cuDeviceGetCount(&count);
+    if (ordinal < 0 || ordinal >= count)
+    {
+      why = "CUDANONLOCALMEANS_DEVICE=" + std::to_string(ordinal) + " but the driver sees " + std::to_string(count) +
+            " device(s)";
+      return false;
+    }
+    CUresult r = driver->cuDeviceGet(&device, ordinal);
+    if (r == cuda::CUDA_SUCCESS)
+    {
+      r = driver->cuDevicePrimaryCtxRetain(&context, device);
+    }
+    if (r != cuda::CUDA_SUCCESS)
+    {
+      why = "the CUDA device " + std::to_string(ordinal) + " cannot be used: " + cuda::DescribeResult(*driver, r);
+      return false;
+    }
+    char name[256] = {};
+    driver->cuDeviceGetName(name, sizeof(name) - 1, device);
+    int major = 0, minor = 0;
+    driver->cuDeviceGetAttribute(&major, cuda::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+    driver->cuDeviceGetAttribute(&minor, cuda::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+    driver->cuDeviceGetAttribute(&multiprocessors, cuda::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+    driver->cuDeviceGetAttribute(&sharedPerBlock, cuda::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, device);
+    driver->cuDeviceGetAttribute(
+      &sharedPerBlockOptin, cuda::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
+    driver->cuDeviceGetAttribute(&sharedPerSM, cuda::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, device);
+    driver->cuDeviceGetAttribute(&maxThreads, cuda::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
+    driver->cuDriverGetVersion(&driverVersion);
+    sharedPerBlockOptin = std::max(sharedPerBlockOptin, sharedPerBlock);
+    arch = major * 10 + minor;
+    std::ostringstream os;
+    os << name << " (sm_" << arch << ", " << multiprocessors << " SMs, driver " << driverVersion / 1000 << "."
+       << (driverVersion % 1000) / 10 << ", NVRTC " << nlm::NvrtcVersion(*nvrtc) / 1000 << "."
+       << (nlm::NvrtcVersion(*nvrtc) % 1000) / 10 << ")";
+    description = os.str();
+    return true;
+  }
+
+  /** The module of a configuration: from memory, else compiled (or read from the disk cache)
+   * and loaded. Call with the context current. */
+  const LoadedModule &
+  Module(const nlm::KernelConfig & config, NonLocalMeansBackend::RunStatistics & stats)
+  {
+    const std::lock_guard<std::mutex> lock(moduleMutex);
+    std::ostringstream                key;
+    for (const auto & m : config.Macros())
+    {
+      key << m << ' ';
+    }
+    auto it = modules.find(key.str());
+    if (it != modules.end())
+    {
+      stats.KernelFromMemoryCache = true;
+      return it->second;
+    }
+    const nlm::CompiledKernel compiled = nlm::CompileKernel(*nvrtc, config, arch);
+    stats.CompileMilliseconds = compiled.Milliseconds;
+    stats.KernelFromDiskCache = compiled.FromDiskCache;
+    std::vector<char> image = compiled.Image;
+    if (compiled.IsPTX)
+    {
+      image.push_back('\0');
+    }
+    LoadedModule m;
+    CUresult     r = driver->cuModuleLoadData(&m.module, image.data());
+    if (r != cuda::CUDA_SUCCESS)
+    {
+      const int nv = nlm::NvrtcVersion(*nvrtc);
+      if ((r == cuda::CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == cuda::CUDA_ERROR_NO_BINARY_FOR_GPU ||
+           r == 200 /* CUDA_ERROR_INVALID_IMAGE */) &&
+          driverVersion < nv)
+      {
+        itkGenericExceptionMacro("The NVIDIA driver (CUDA "
+                                 << driverVersion / 1000 << "." << (driverVersion % 1000) / 10
+                                 << ") is too old for code compiled by NVRTC " << nv / 1000 << "." << (nv % 1000) / 10
+                                 << " (" << cuda::DescribeResult(*driver, r)
+                                 << "). Update the NVIDIA driver, or point "
+                                    "CUDANONLOCALMEANS_NVRTC_LIBRARY at an NVRTC no newer "
+                                    "than the driver.");
+      }
+      itkGenericExceptionMacro("The CUDA driver could not load the compiled kernels ("
+                               << compiled.Target << "): " << cuda::DescribeResult(*driver, r));
+    }
+    Check(driver->cuModuleGetFunction(&m.pad, m.module, "nlm_pad"), "cuModuleGetFunction(nlm_pad)");
+    Check(driver->cuModuleGetFunction(&m.fast, m.module, "nlm_fast"), "cuModuleGetFunction(nlm_fast)");
+    const int shared = static_cast<int>(config.SharedBytes());
+    if (shared > sharedPerBlock)
+    {
+      Check(driver->cuFuncSetAttribute(m.fast, cuda::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared),
+            "cuFuncSetAttribute(shared memory)");
+    }
+    int registers = 0;
+    driver->cuFuncGetAttribute(&registers, cuda::CU_FUNC_ATTRIBUTE_NUM_REGS, m.fast);
+    const int threads = config.Threads();
+    const int byShared = std::max(1, sharedPerSM / std::max(1, shared + 1024));
+    const int byThreads = std::max(1, 2048 / threads);
+    const int byRegisters = std::max(1, 65536 / std::max(1, registers * threads));
+    m.blocksPerSM = std::min(std::min(byShared, byThreads), std::min(byRegisters, 32));
+    return modules.emplace(key.str(), m).first->second;
+  }
+
+  void
+  Check(CUresult r, const char * what) const
+  {
+    if (r != cuda::CUDA_SUCCESS)
+    {
+      itkGenericExceptionMacro("CUDA call " << what << " failed: " << cuda::DescribeResult(*driver, r));
+    }
+  }
+
+  const cuda::DriverAPI * driver{ nullptr };
+  const cuda::NvrtcAPI *  nvrtc{ nullptr };
+  cuda::CUdevice          device{ 0 };
+  cuda::CUcontext         context{ nullptr };
+  int                     arch{ 0 };
+  int                     multiprocessors{ 1 };
+  int                     sharedPerBlock{ 48 * 1024 };
+  int                     sharedPerBlockOptin{ 48 * 1024 };
+  int                     sharedPerSM{ 64 * 1024 };
+  int                     maxThreads{ 1024 };
+  int                     driverVersion{ 0 };
+  std::string             description;
+
+private:
+  std::mutex                          moduleMutex;
+  std::map<std::string, LoadedModule> modules;
+};
+
+/** Makes the device's primary context current for the lifetime of the object. */
+class ScopedContext
+{
+public:
+  explicit ScopedContext(const DeviceState & s)
+    : m_State(s)
+  {
+    s.Check(s.driver->cuCtxPushCurrent(s.context), "cuCtxPushCurrent");
+  }
+  ~ScopedContext()
+  {
+    cuda::CUcontext popped = nullptr;
+    m_State.driver->cuCtxPopCurrent(&popped);
+  }
+  ITK_DISALLOW_COPY_AND_MOVE(ScopedContext);
+
+private:
+  const DeviceState & m_State;
+};
+
+/** Device memory freed on scope exit. */
+class DeviceBuffer
+{
+public:
+  DeviceBuffer(const DeviceState & s, size_t bytes)
+    : m_State(s)
+  {
+    const CUresult r = s.driver->cuMemAlloc(&m_Pointer, std::max<size_t>(bytes, 1));
+    if (r != cuda::CUDA_SUCCESS)
+    {
+      itkGenericExceptionMacro("Could not allocate " << bytes / (1024.0 * 1024.0)
+                                                     << " MiB on the GPU: " << cuda::DescribeResult(*s.driver, r)
+                                                     << ". Lower MaximumGPUMemory to process the image in smaller "
+                                                        "slabs, or free GPU memory.");
+    }
+  }
+  ~DeviceBuffer()
+  {
+    if (m_Pointer != 0)
+    {
+      m_State.driver->cuMemFree(m_Pointer);
+    }
+  }
+  ITK_DISALLOW_COPY_AND_MOVE(DeviceBuffer);
+  CUdeviceptr
+  Get() const
+  {
+    return m_Pointer;
+  }
+
+private:
+  const DeviceState & m_State;
+  CUdeviceptr         m_Pointer{ 0 };
+};
+
+class Stream
+{
+public:
+  explicit Stream(const DeviceState & s)
+    : m_State(s)
+  {
+    s.Check(s.driver->cuStreamCreate(&m_Stream, cuda::CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+  ~Stream()
+  {
+    m_State.driver->cuStreamSynchronize(m_Stream);
+    m_State.driver->cuStreamDestroy(m_Stream);
+  }
+  ITK_DISALLOW_COPY_AND_MOVE(Stream);
+  CUstream
+  Get() const
+  {
+    return m_Stream;
+  }
+
+private:
+  const DeviceState & m_State;
+  CUstream            m_Stream{ nullptr };
+};
+
+class Event
+{
+public:
+  explicit Event(const DeviceState & s)
+    : m_State(s)
+  {
+    s.Check(s.driver->cuEventCreate(&m_Event, 0), "cuEventCreate");
+  }
+  ~Event() { m_State.driver->cuEventDestroy(m_Event); }
+  ITK_DISALLOW_COPY_AND_MOVE(Event);
+  CUevent
+  Get() const
+  {
+    return m_Event;
+  }
+  /** Milliseconds from `start` to this event (both recorded and complete). */
+  double
+  Since(const Event & start) const
+  {
+    float ms = 0.0f;
+    m_State.Check(m_State.driver->cuEventElapsedTime(&ms, start.m_Event, m_Event), "cuEventElapsedTime");
+    return ms;
+  }
+
+private:
+  const DeviceState & m_State;
+  CUevent             m_Event{ nullptr };
+};
+
+size_t
+ElementSize(ElementType t)
+{
+  return t == ElementType::Float32 ? sizeof(float) : sizeof(double);
+}
+
+/** Estimated cost per output voxel of a tile configuration (arbitrary units), from the work of
+ * the passes over every shift's boxes and the occupancy the shared memory allows. */
+double
+EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
+{
+  const int    n = c.Dimension;
+  const int    d = c.PatchDistance;
+  const int    win = c.PatchSize - 1;
+  const int    ext = (win > 0) ? win - 1 : 0;
+  const double cD = 2.0 + 1.5 * c.Components;
+  const double cS = 1.0;
+  const double cW = 14.0;
+  const double cG = 4.0 + 4.0 * c.Components;
+  const double cSync = 64.0;
+  double       voxels = 1.0;
+  for (int a = 0; a < n; ++a)
+  {
+    voxels *= c.Tile[a];
+  }
+  double total = 0.0;
+  long   shifts = 0;
+  int    lo[4] = { 0, 0, 0, 0 }, hi[4] = { 0, 0, 0, 0 };
+  for (int a = 0; a < n; ++a)
+  {
+    lo[a] = (a == 0) ? 0 : -d;
+    hi[a] = d;
+  }
+  for (int t3 = lo[3]; t3 <= hi[3]; ++t3)
+    for (int t2 = lo[2]; t2 <= hi[2]; ++t2)
+      for (int t1 = lo[1]; t1 <= hi[1]; ++t1)
+        for (int t0 = lo[0]; t0 <= hi[0]; ++t0)
+        {
+          const int t[4] = { t0, t1, t2, t3 };
+          double    w[4], e[4];
+          for (int a = 0; a < 4; ++a)
+          {
+            w[a] = (a < n) ? c.Tile[a] + std::abs(t[a]) : 1;
+            e[a] = (a < n && a > 0) ? w[a] + ext : w[a];
+          }
+          double cost = cG * voxels + cSync * (n + 1);
+          if (win > 0)
+          {
+            cost += e[0] * e[1] * e[2] * e[3] * win * cD; // pass A
+            double cells = e[0] * e[1] * e[2] * e[3];
+            for (int a = 1; a < n; ++a)
+            {
+              cells = cells / e[a] * w[a];
+              cost += cells * (win * cS + ((a == n - 1) ? cW : 0.0));
+            }
+          }
+          total += cost;
+          ++shifts;
+        }
+  const int    threads = c.Threads();
+  const int    blocks = std::max(1, std::min(sharedPerSM / static_cast<int>(c.SharedBytes() + 1024), 2048 / threads));
+  const double occupancy = std::min(1.0, blocks * threads / 512.0);
+  return total / shifts / voxels / occupancy;
+}
+} // namespace
+
+bool
+NonLocalMeansCUDABackend::IsUsable(std::string & whyNot)
+{
+  return DeviceState::Get(whyNot) != nullptr;
+}
+
+nlm::KernelConfig
+NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
+{
+  std::string   why;
+  DeviceState * state = DeviceState::Get(why);
+  const int     sharedLimit = state ? state->sharedPerBlockOptin : 48 * 1024;
+  const int     sharedPerSM = state ? state->sharedPerSM : 64 * 1024;
+
+  nlm::KernelConfig base;
+  base.Dimension = static_cast<int>(p.Dimension);
+  base.Components = static_cast<int>(p.Components);
+  base.PatchSize = EffectivePatchSize(p.PatchSize);
+  base.PatchDistance = p.PatchDistance;
+  base.InputDouble = p.InputType == ElementType::Float64;
+  base.OutputDouble = p.OutputType == ElementType::Float64;
+  base.SinglePrecision = p.SinglePrecision;
+
+  // Candidate tiles {T0, T1, T2, T3, BY}; threads are T0 x BY.
+  std::vector<std::vector<int>> candidates;
+  if (p.Dimension == 2)
+  {
+    candidates = { { 32, 32, 1, 1, 8 }, { 32, 16, 1, 1, 8 }, { 16, 16, 1, 1, 8 }, { 64, 16, 1, 1, 4 },
+                   { 32, 8, 1, 1, 8 },  { 16, 8, 1, 1, 8 },  { 8, 8, 1, 1, 8 } };
+  }
+  else if (p.Dimension == 3)
+  {
+    candidates = { { 16, 16, 8, 1, 16 }, { 16, 16, 4, 1, 16 }, { 32, 8, 8, 1, 8 },    { 16, 8, 8, 1, 8 },
+                   { 32, 8, 4, 1, 8 },   { 8, 8, 8, 1, 8 },    { 16, 16, 16, 1, 16 }, { 8, 8, 4, 1, 8 },
+                   { 8, 4, 4, 1, 4 },    { 4, 4, 4, 1, 4 } };
+  }
+  else
+  {
+    candidates = { { 8, 8, 4, 4, 8 }, { 8, 8, 4, 2, 8 }, { 8, 4, 4, 4, 4 }, { 16, 8, 4, 2, 8 },
+                   { 4, 4, 4, 4, 4 }, { 4, 4, 4, 2, 4 }, { 4, 4, 2, 2, 4 } };
+  }
+  if (const char * env = std::getenv("CUDANONLOCALMEANS_TILE"))
+  {
+    std::vector<int>  v;
+    std::stringstream ss(env);
+    std::string       item;
+    while (std::getline(ss, item, ','))
+    {
+      v.push_back(std::atoi(item.c_str()));
+    }
+    if (v.size() == 5)
+    {
+      candidates = { v };
+    }
+  }
+  nlm::KernelConfig best = base;
+  double            bestCost = std::numeric_limits<double>::infinity();
+  for (const auto & c : candidates)
+  {
+    nlm::KernelConfig k = base;
+    for (int a = 0; a < 4; ++a)
+    {
+      k.Tile[a] = c[static_cast<size_t>(a)];
+    }
+    k.BlockX = c[0];
+    k.BlockY = c[4];
+    if (k.SharedBytes() > static_cast<size_t>(sharedLimit) || k.Threads() > 1024)
+    {
+      continue;
+    }
+    const double cost = EstimateCost(k, sharedPerSM);
+    if (cost < bestCost)
+    {
+      bestCost = cost;
+      best = k;
+    }
+  }
+  if (!std::isfinite(bestCost))
+  {
+    itkGenericExceptionMacro("PatchSize " << p.PatchSize << " with PatchDistance " << p.PatchDistance
+                                          << " needs more shared memory per block than this GPU offers (" << sharedLimit
+                                          << " bytes) in " << p.Dimension
+                                          << "D; use a smaller PatchDistance or the CPU backend.");
+  }
+  return best;
+}
+
+void
+NonLocalMeansCUDABackend::Run(const Problem &     problem,
+                              ProcessObject *     caller,
+                              MultiThreaderBase * threader,
+                              unsigned int        numberOfWorkUnits)
+{
+  VerifyProblem(problem);
+  m_Statistics = RunStatistics{};
+  if (!problem.FastMode)
+  {
+    // Slow mode (scikit-image's classic algorithm) runs on the CPU backend.
+    auto cpu = CreateCPUBackend();
+    cpu->Run(problem, caller, threader, numberOfWorkUnits);
+    m_Statistics.Configuration = "slow mode on the CPU backend";
+    return;
+  }
+  VerifyInputIsFinite(problem);
+
+  std::string   why;
+  DeviceState * state = DeviceState::Get(why);
+  if (state == nullptr)
+  {
+    itkGenericExceptionMacro("The CUDA backend cannot be used: " << why);
+  }
+  const DeviceState & s = *state;
+  const auto &        drv = *s.driver;
+  ScopedContext       scope(s);
+  m_Statistics.Device = s.description;
+
+  const int n = static_cast<int>(problem.Dimension);
+  const int K = static_cast<int>(problem.Components);
+  const int S = EffectivePatchSize(problem.PatchSize);
+  const int E = S / 2 + problem.PatchDistance;
+  long long outSize[4] = { 1, 1, 1, 1 }, outStart[4] = { 0, 0, 0, 0 }, image[4] = { 1, 1, 1, 1 };
+  long long inStart[4] = { 0, 0, 0, 0 }, inSize[4] = { 1, 1, 1, 1 };
+  for (int a = 0; a < n; ++a)
+  {
+    outSize[a] = problem.OutputSize[a];
+    outStart[a] = problem.OutputStart[a];
+    image[a] = problem.ImageSize[a];
+    inStart[a] = problem.InputStart[a];
+    inSize[a] = problem.InputSize[a];
+  }
+  long long cells = outSize[0] * outSize[1] * outSize[2] * outSize[3];
+  if (cells == 0)
+  {
+    return;
+  }
+  if (caller)
+  {
+    caller->UpdateProgress(0.0f);
+  }
+
+  nlm::KernelConfig config = ChooseConfiguration(problem);
+  const int         A = n - 1; // slabs along the outermost axis
+  const size_t      inElem = ElementSize(problem.InputType);
+  const size_t      outElem = ElementSize(problem.OutputType);
+
+  // Memory plan: the largest slab (a multiple of the tile along axis A) that fits the budget.
+  size_t freeBytes = 0, totalBytes = 0;
+  s.Check(drv.cuMemGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo");
+  size_t budget = static_cast<size_t>(0.8 * static_cast<double>(freeBytes));
+  if (problem.MaximumGPUMemory > 0)
+  {
+    budget = std::min<size_t>(budget, static_cast<size_t>(problem.MaximumGPUMemory));
+  }
+  long long tileSpan[4] = { 1, 1, 1, 1 }; // rounded output extent per axis
+  for (int a = 0; a < n; ++a)
+  {
+    tileSpan[a] = (outSize[a] + config.Tile[a] - 1) / config.Tile[a] * config.Tile[a];
+  }
+  auto slabBytes = [&](long long h) -> size_t {
+    const long long hr = (h + config.Tile[A] - 1) / config.Tile[A] * config.Tile[A];
+    double          padded = static_cast<double>(hr + 2 * E);
+    double          input = static_cast<double>(std::min<long long>(inSize[A], hr + 2 * E));
+    double          output = static_cast<double>(h);
+    for (int a = 0; a < A; ++a)
+    {
+      padded *= static_cast<double>(tileSpan[a] + 2 * E);
+      input *= static_cast<double>(inSize[a]);
+      output *= static_cast<double>(outSize[a]);
+    }
+    return static_cast<size_t>((padded + input) * K * inElem + output * K * outElem);
+  };
+  long long slab = tileSpan[A];
+  while (slab > config.Tile[A] && slabBytes(slab) > budget)
+  {
+    slab = std::max<long long>(config.Tile[A], (slab / 2 + config.Tile[A] - 1) / config.Tile[A] * config.Tile[A]);
+  }
+  if (slabBytes(slab) > budget)
+  {
+    itkGenericExceptionMacro("The GPU memory budget ("
+                             << budget / (1024.0 * 1024.0) << " MiB) is too small even for a slab " << slab
+                             << " planes thick, which needs " << slabBytes(slab) / (1024.0 * 1024.0)
+                             << " MiB. Raise MaximumGPUMemory or free GPU memory.");
+  }
+  const long long slabs = (outSize[A] + slab - 1) / slab;
+
+  // Offsets inside one block's footprint must fit the kernel's index type.
+  {
+    double span = 0.0, stride = 1.0;
+    for (int a = 0; a < n; ++a)
+    {
+      const long long extent = (a == A ? std::min(slab, tileSpan[A]) : tileSpan[a]) + 2 * E;
+      span += (config.Tile[a] + 2.0 * E) * stride;
+      stride *= static_cast<double>(extent);
+    }
+    config.WideIndex = span * K > 2.0e9;
+  }
+  const LoadedModule & module = state->Module(config, m_Statistics);
+  m_Statistics.Configuration = config.Describe();
+  m_Statistics.Slabs = static_cast<unsigned int>(slabs);
+  m_Statistics.DeviceBytes = slabBytes(slab);
+
+  Stream stream(s);
+  Event  t0(s), t1(s), t2(s), t3(s), t4(s);
+  double norm = (static_cast<double>(K) * problem.H) * problem.H;
+  for (int a = 0; a < n; ++a)
+  {
+    norm = norm * static_cast<double>(S);
+  }
+  const double noise = static_cast<double>(K) * (2.0 * (problem.Sigma * problem.Sigma));
+
+  const long long tilesTotalAll = [&] {
+    long long t = 1;
+    for (int a = 0; a < n; ++a)
+    {
+      t *= tileSpan[a] / config.Tile[a];
+    }
+    return t;
+  }();
+  long long tilesDone = 0;
+
+  for (long long sl = 0; sl < slabs; ++sl)
+  {
+    const long long zLo = sl * slab;                        // output-relative
+    const long long zHi = std::min(outSize[A], zLo + slab); // exclusive
+    const long long zSpan = (zHi - zLo + config.Tile[A] - 1) / config.Tile[A] * config.Tile[A];
+
+    // Input planes to upload: the reflections of [zLo - E, zHi + E) about the image.
+    long long pLo = std::numeric_limits<long long>::max(), pHi = std::numeric_limits<long long>::min();
+    for (long long g = outStart[A] + zLo - E; g < outStart[A] + zHi + E; ++g)
+    {
+      const long long r = nlm::ReflectIndex(g, image[A]);
+      pLo = std::min(pLo, r);
+      pHi = std::max(pHi, r + 1);
+    }
+    if (pLo < inStart[A] || pHi > inStart[A] + inSize[A])
+    {
+      itkGenericExceptionMacro("The input buffer does not cover the region the output needs (planes "
+                               << pLo << " to " << pHi - 1 << " of axis " << A << ").");
+    }
+    size_t planeCells = static_cast<size_t>(K);
+    for (int a = 0; a < A; ++a)
+    {
+      planeCells *= static_cast<size_t>(inSize[a]);
+    }
+    const size_t inBytes = planeCells * static_cast<size_t>(pHi - pLo) * inElem;
+    long long    padSize[4] = { 1, 1, 1, 1 };
+    size_t       padCells = static_cast<size_t>(K);
+    for (int a = 0; a < n; ++a)
+    {
+      padSize[a] = ((a == A) ? zSpan : tileSpan[a]) + 2 * E;
+      padCells *= static_cast<size_t>(padSize[a]);
+    }
+    size_t outPlane = static_cast<size_t>(K);
+    for (int a = 0; a < A; ++a)
+    {
+      outPlane *= static_cast<size_t>(outSize[a]);
+    }
+    const size_t outBytes = outPlane * static_cast<size_t>(zHi - zLo) * outElem;
+
+    DeviceBuffer dIn(s, inBytes), dPad(s, padCells * inElem), dOut(s, outBytes);
+
+    // Upload.
+    const char * hostIn =
+      static_cast<const char *>(problem.Input) + planeCells * static_cast<size_t>(pLo - inStart[A]) * inElem;
+    s.Check(drv.cuEventRecord(t0.Get(), stream.Get()), "cuEventRecord");
+    s.Check(drv.cuMemcpyHtoDAsync(dIn.Get(), hostIn, inBytes, stream.Get()), "cuMemcpyHtoDAsync");
+    s.Check(drv.cuEventRecord(t1.Get(), stream.Get()), "cuEventRecord");
+
+    // Reflect padding.
+    NlmPadParams pp{};
+    for (int a = 0; a < 4; ++a)
+    {
+      const bool      used = a < n;
+      const long long origin = used ? outStart[a] + ((a == A) ? zLo : 0) : 0;
+      pp.padStart[a] = used ? origin - E : 0;
+      pp.padSize[a] = padSize[a];
+      pp.imageSize[a] = image[a];
+      pp.inStart[a] = (a == A) ? pLo : inStart[a];
+      pp.inSize[a] = (a == A) ? pHi - pLo : inSize[a];
+      // Cells beyond the output region plus E (tile rounding) only feed discarded voxels: clamp
+      // them so that every read stays inside the uploaded input.
+      pp.clampLo[a] = used ? origin - E : 0;
+      pp.clampHi[a] = used ? origin + ((a == A) ? zHi - zLo : outSize[a]) + E - 1 : 0;
+    }
+    {
+      CUdeviceptr    src = dIn.Get(), dst = dPad.Get();
+      void *         args[] = { &src, &dst, &pp };
+      const size_t   padTotal = padCells / static_cast<size_t>(K);
+      const unsigned blocks = static_cast<unsigned>(std::min<size_t>((padTotal + 255) / 256, 65535u * 8));
+      s.Check(drv.cuLaunchKernel(module.pad, blocks, 1, 1, 256, 1, 1, 0, stream.Get(), args, nullptr),
+              "cuLaunchKernel(nlm_pad)");
+    }
+    s.Check(drv.cuEventRecord(t2.Get(), stream.Get()), "cuEventRecord");
+
+    // The non-local means kernel, in chunks of tiles for progress and abort.
+    NlmFastParams fp{};
+    long long     tiles = 1;
+    for (int a = 0; a < 4; ++a)
+    {
+      fp.ySize[a] = padSize[a];
+      fp.outSize[a] = (a < n) ? ((a == A) ? zHi - zLo : outSize[a]) : 1;
+      fp.tiles[a] = (a < n) ? ((a == A) ? zSpan : tileSpan[a]) / config.Tile[a] : 1;
+      tiles *= fp.tiles[a];
+    }
+    fp.norm = norm;
+    fp.noise = noise;
+    const long long                     wave = static_cast<long long>(s.multiprocessors) * module.blocksPerSM;
+    const long long                     chunk = std::max<long long>(4 * wave, (tilesTotalAll + 39) / 40);
+    CUdeviceptr                         yPtr = dPad.Get(), oPtr = dOut.Get();
+    std::vector<std::unique_ptr<Event>> done;
+    std::vector<long long>              doneTiles;
+    size_t                              waited = 0;
+    bool                                aborted = false;
+    auto                                finishOne = [&]() {
+      s.Check(drv.cuEventSynchronize(done[waited]->Get()), "cuEventSynchronize");
+      tilesDone += doneTiles[waited];
+      ++waited;
+      if (caller)
+      {
+        caller->UpdateProgress(static_cast<float>(0.99 * static_cast<double>(tilesDone) / tilesTotalAll));
+        aborted = caller->GetAbortGenerateData();
+      }
+    };
+    for (long long first = 0; first < tiles && !aborted; first += chunk)
+    {
+      fp.tileOffset = first;
+      const long long count = std::min(chunk, tiles - first);
+      void *          args[] = { &yPtr, &oPtr, &fp };
+      s.Check(drv.cuLaunchKernel(module.fast,
+                                 static_cast<unsigned>(count),
+                                 1,
+                                 1,
+                                 static_cast<unsigned>(config.Threads()),
+                                 1,
+                                 1,
+                                 static_cast<unsigned>(config.SharedBytes()),
+                                 stream.Get(),
+                                 args,
+                                 nullptr),
+              "cuLaunchKernel(nlm_fast)");
+      done.push_back(std::make_unique<Event>(s));
+      doneTiles.push_back(count);
+      s.Check(drv.cuEventRecord(done.back()->Get(), stream.Get()), "cuEventRecord");
+      // Keep two chunks queued; report progress as the older ones finish.
+      while (!aborted && done.size() - waited > 2)
+      {
+        finishOne();
+      }
+    }
+    s.Check(drv.cuEventRecord(t3.Get(), stream.Get()), "cuEventRecord");
+    if (aborted)
+    {
+      drv.cuStreamSynchronize(stream.Get());
+      ProcessAborted e(__FILE__, __LINE__);
+      e.SetLocation(ITK_LOCATION);
+      e.SetDescription(std::string("Object ") + caller->GetNameOfClass() + ": AbortGenerateDataOn");
+      throw e;
+    }
+
+    // Download.
+    char * hostOut = static_cast<char *>(problem.Output) + outPlane * static_cast<size_t>(zLo) * outElem;
+    s.Check(drv.cuMemcpyDtoHAsync(hostOut, dOut.Get(), outBytes, stream.Get()), "cuMemcpyDtoHAsync");
+    s.Check(drv.cuEventRecord(t4.Get(), stream.Get()), "cuEventRecord");
+    s.Check(drv.cuStreamSynchronize(stream.Get()), "the non-local means kernels");
+    for (; waited < done.size(); ++waited)
+    {
+      tilesDone += doneTiles[waited];
+    }
+    m_Statistics.UploadMilliseconds += t1.Since(t0);
+    m_Statistics.PadMilliseconds += t2.Since(t1);
+    m_Statistics.KernelMilliseconds += t3.Since(t2);
+    m_Statistics.DownloadMilliseconds += t4.Since(t3);
+    if (caller)
+    {
+      caller->UpdateProgress(static_cast<float>(0.99 * tilesDone / tilesTotalAll));
+    }
+  }
+  if (caller)
+  {
+    caller->UpdateProgress(1.0f);
+  }
+}
+
+} // end namespace itk

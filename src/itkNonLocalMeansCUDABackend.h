@@ -1,0 +1,91 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkNonLocalMeansCUDABackend_h
+#define itkNonLocalMeansCUDABackend_h
+
+#include "itkNonLocalMeansBackend.h"
+#include "itkNonLocalMeansKernelCompiler.h"
+
+namespace itk
+{
+
+/** \class NonLocalMeansCUDABackend
+ * \brief CUDA implementation of doc/numerical-contract.md (fast mode), bitwise equal to the CPU
+ * backend; slow mode runs on the CPU backend.
+ *
+ * The driver API and NVRTC are loaded at first use (itkCudaDriver.h). Kernels are compiled per
+ * configuration for the device's architecture and cached in memory (per process) and on disk.
+ * The output is computed in slabs along the outermost axis when the volume does not fit the
+ * memory budget. Private to the library.
+ *
+ * \ingroup CudaNonLocalMeans
+ */
+class NonLocalMeansCUDABackend : public NonLocalMeansBackend
+{
+public:
+  ITK_DISALLOW_COPY_AND_MOVE(NonLocalMeansCUDABackend);
+
+  using Self = NonLocalMeansCUDABackend;
+  using Superclass = NonLocalMeansBackend;
+  using Pointer = SmartPointer<Self>;
+  using ConstPointer = SmartPointer<const Self>;
+
+  itkNewMacro(Self);
+#ifdef itkOverrideGetNameOfClassMacro
+  itkOverrideGetNameOfClassMacro(NonLocalMeansCUDABackend);
+#else
+  itkTypeMacro(NonLocalMeansCUDABackend, NonLocalMeansBackend);
+#endif
+
+  /** Whether the driver, a device and NVRTC are usable; fills `whyNot` otherwise. */
+  static bool
+  IsUsable(std::string & whyNot);
+
+  /** The kernel configuration Run would use for a problem on the current device. */
+  static nlm::KernelConfig
+  ChooseConfiguration(const Problem & problem);
+
+  void
+  Run(const Problem &     problem,
+      ProcessObject *     caller,
+      MultiThreaderBase * threader,
+      unsigned int        numberOfWorkUnits) override;
+
+  const char *
+  GetBackendName() const override
+  {
+    return "CUDA";
+  }
+
+  RunStatistics
+  GetLastRunStatistics() const override
+  {
+    return m_Statistics;
+  }
+
+protected:
+  NonLocalMeansCUDABackend() = default;
+  ~NonLocalMeansCUDABackend() override = default;
+
+private:
+  RunStatistics m_Statistics;
+};
+
+} // end namespace itk
+
+#endif

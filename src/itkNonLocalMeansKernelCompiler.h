@@ -1,0 +1,99 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkNonLocalMeansKernelCompiler_h
+#define itkNonLocalMeansKernelCompiler_h
+
+// Compiles the embedded CUDA kernels with NVRTC for one configuration and one GPU architecture,
+// with an on-disk cache of the results. Needs NVRTC but no GPU. Private to the library.
+
+#include "itkCudaDriver.h"
+#include "CudaNonLocalMeansExport.h"
+
+#include <string>
+#include <vector>
+
+namespace itk
+{
+namespace nlm
+{
+
+/** Everything that selects one compiled module. */
+struct KernelConfig
+{
+  int  Dimension{ 3 };
+  int  Components{ 1 };
+  int  PatchSize{ 3 }; // odd
+  int  PatchDistance{ 3 };
+  int  Tile[4]{ 16, 16, 8, 1 };
+  int  BlockX{ 16 };
+  int  BlockY{ 16 };
+  bool InputDouble{ false };
+  bool OutputDouble{ false };
+  bool SinglePrecision{ false }; // float arithmetic (opt-in, not bitwise)
+  bool WideIndex{ false };       // 64-bit offsets inside a block's footprint
+
+  /** The NVRTC options (macros) of this configuration. */
+  std::vector<std::string>
+  Macros() const;
+
+  /** Shared memory one block needs, in bytes. */
+  size_t
+  SharedBytes() const;
+
+  /** Threads per block. */
+  int
+  Threads() const
+  {
+    return BlockX * BlockY;
+  }
+
+  /** "3D K1 s3 d3 tile 16x16x8 block 16x16 float->float double" */
+  std::string
+  Describe() const;
+};
+
+/** A compiled module image: a cubin, or PTX for the driver to finish when NVRTC does not know the
+ * device's architecture. */
+struct CompiledKernel
+{
+  std::vector<char> Image;
+  bool              IsPTX{ false };
+  std::string       Target;              // "sm_90" or "compute_90"
+  double            Milliseconds{ 0.0 }; // compile time (0 when read from the disk cache)
+  bool              FromDiskCache{ false };
+};
+
+/** Compiles `config` for compute capability `arch` (e.g. 90 for sm_90), or reads it from the disk
+ * cache. Throws ExceptionObject with NVRTC's log on failure. */
+CudaNonLocalMeans_EXPORT CompiledKernel
+CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arch);
+
+/** The kernel cache folder, or "" when the disk cache is disabled
+ * (CUDANONLOCALMEANS_KERNEL_CACHE=0). Default: $CUDANONLOCALMEANS_KERNEL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/itk-cudanonlocalmeans/kernels, else ~/.cache/itk-cudanonlocalmeans/kernels. */
+CudaNonLocalMeans_EXPORT std::string
+                         KernelCacheDirectory();
+
+/** Version of the loaded NVRTC as major*1000 + minor*10 (13000 for 13.0). */
+int
+NvrtcVersion(const cuda::NvrtcAPI & nvrtc);
+
+} // namespace nlm
+} // namespace itk
+
+#endif

@@ -1,0 +1,364 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// The CUDA backend against the CPU backend, bitwise, over the case matrix: 2D/3D/4D, channels,
+// sigma, float32/float64/uint8 inputs, patch sizes 1..7, distances 0..11, non-cubic sizes and sizes
+// not divisible by the tile, images smaller than the padding, forced tile shapes, multi-slab runs
+// forced by a low memory budget, streaming, repeated Updates, several filters alive at once (also
+// from several threads), slow mode (CPU fallback), progress and abort; and the accuracy of the
+// opt-in single-precision mode. Exits 77 (skipped) when no usable CUDA device exists.
+
+#include "itkCudaNonLocalMeansImageFilter.h"
+#include "itkCudaNonLocalMeansTestUtilities.h"
+#include "itkCommand.h"
+#include "itkStreamingImageFilter.h"
+#include "itkTestingMacros.h"
+#include "itkVectorImage.h"
+
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace
+{
+int failures = 0;
+
+void
+Check(bool ok, const std::string & what)
+{
+  std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
+  failures += ok ? 0 : 1;
+}
+
+void
+SetEnv(const char * name, const char * value)
+{
+#if defined(_WIN32)
+  _putenv_s(name, value ? value : "");
+#else
+  if (value)
+  {
+    setenv(name, value, 1);
+  }
+  else
+  {
+    unsetenv(name);
+  }
+#endif
+}
+
+struct Params
+{
+  int                patchSize{ 3 };
+  int                distance{ 2 };
+  double             h{ 0.1 };
+  double             sigma{ 0.0 };
+  bool               fast{ true };
+  bool               single{ false };
+  itk::SizeValueType memory{ 0 };
+  unsigned int       streams{ 1 };
+};
+
+template <typename TIn, typename TOut = TIn>
+typename TOut::Pointer
+Run(const TIn *                                     input,
+    const Params &                                  p,
+    itk::CudaNonLocalMeansImageFilterEnums::Backend backend,
+    std::string *                                   info = nullptr,
+    unsigned int *                                  slabs = nullptr)
+{
+  using FilterType = itk::CudaNonLocalMeansImageFilter<TIn, TOut>;
+  auto filter = FilterType::New();
+  filter->SetInput(input);
+  filter->SetPatchSize(p.patchSize);
+  filter->SetPatchDistance(p.distance);
+  filter->SetH(p.h);
+  filter->SetSigma(p.sigma);
+  filter->SetFastMode(p.fast);
+  filter->SetSinglePrecision(p.single);
+  filter->SetMaximumGPUMemory(p.memory);
+  filter->SetBackend(backend);
+  auto streamer = itk::StreamingImageFilter<TOut, TOut>::New();
+  streamer->SetInput(filter->GetOutput());
+  streamer->SetNumberOfStreamDivisions(p.streams);
+  streamer->Update();
+  if (slabs)
+  {
+    *slabs = filter->GetBackendStatistics().Slabs;
+  }
+  if (info)
+  {
+    const auto & s = filter->GetBackendStatistics();
+    *info = filter->GetBackendUsed() + ": " + s.Configuration + ", " + std::to_string(s.Slabs) + " slab(s), kernel " +
+            std::to_string(s.KernelMilliseconds) + " ms";
+  }
+  typename TOut::Pointer out = streamer->GetOutput();
+  out->DisconnectPipeline();
+  return out;
+}
+
+/** CUDA output equals CPU output bitwise. */
+template <typename TIn, typename TOut = TIn>
+void
+Compare(const std::string & name, const TIn * input, const Params & p)
+{
+  using BackendEnum = itk::CudaNonLocalMeansImageFilterEnums::Backend;
+  const auto  cpu = Run<TIn, TOut>(input, p, BackendEnum::CPU);
+  std::string info;
+  const auto  gpu = Run<TIn, TOut>(input, p, BackendEnum::CUDA, &info);
+  const auto  differing =
+    itk::nlm_test::CountDifferences(cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), name);
+  Check(differing == 0, name + " (" + info + "): CUDA == CPU bitwise, " + std::to_string(differing) + " differ");
+}
+
+template <typename TImage>
+typename TImage::Pointer
+Image(std::initializer_list<itk::SizeValueType> size, unsigned int components, unsigned int seed, double scale = 1.0)
+{
+  typename TImage::SizeType s;
+  std::copy(size.begin(), size.end(), s.begin());
+  return itk::nlm_test::MakeImage<TImage>(s, components, seed, scale);
+}
+} // namespace
+
+int
+itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
+{
+  std::string whyNot;
+  if (itk::NonLocalMeansBackend::CreateCUDABackend(whyNot).IsNull())
+  {
+    std::cout << "Skipped: no usable CUDA backend (" << whyNot << ")" << std::endl;
+    return 77;
+  }
+  using BackendEnum = itk::CudaNonLocalMeansImageFilterEnums::Backend;
+  using F2 = itk::Image<float, 2>;
+  using D2 = itk::Image<double, 2>;
+  using F3 = itk::Image<float, 3>;
+  using D3 = itk::Image<double, 3>;
+  using U3 = itk::Image<unsigned char, 3>;
+  using F4 = itk::Image<float, 4>;
+  using D4 = itk::Image<double, 4>;
+  using VF2 = itk::VectorImage<float, 2>;
+  using VD2 = itk::VectorImage<double, 2>;
+  using VF3 = itk::VectorImage<float, 3>;
+  using VF4 = itk::VectorImage<float, 4>;
+
+  // 2D.
+  Compare("2D float p7 d5 sigma", Image<F2>({ 67, 45 }, 1, 1).GetPointer(), { 7, 5, 0.1, 0.05 });
+  Compare("2D double p5 d11", Image<D2>({ 50, 61 }, 1, 2).GetPointer(), { 5, 11, 0.12, 0.0 });
+  Compare("2D float p1 d3", Image<F2>({ 33, 20 }, 1, 3).GetPointer(), { 1, 3, 0.1, 0.0 });
+  Compare("2D double p3 d0", Image<D2>({ 33, 20 }, 1, 4).GetPointer(), { 3, 0, 0.1, 0.0 });
+  Compare("2D RGB float p3 d5", Image<VF2>({ 41, 39 }, 3, 5).GetPointer(), { 3, 5, 0.08, 0.05 });
+  Compare("2D RGB double p5 d4", Image<VD2>({ 40, 35 }, 3, 6).GetPointer(), { 5, 4, 0.1, 0.02 });
+  Compare("2D 2-channel float p4(->5) d7", Image<VF2>({ 44, 37 }, 2, 7).GetPointer(), { 4, 7, 0.15, 0.05 });
+  Compare("2D smaller than padding", Image<D2>({ 5, 6 }, 1, 8).GetPointer(), { 7, 5, 0.1, 0.0 });
+
+  // 3D.
+  Compare("3D float p3 d3 33x27x19", Image<F3>({ 33, 27, 19 }, 1, 9).GetPointer(), { 3, 3, 0.1, 0.1 });
+  Compare("3D double p5 d2", Image<D3>({ 29, 23, 18 }, 1, 10).GetPointer(), { 5, 2, 0.2, 0.0 });
+  Compare("3D double p7 d11 (skimage defaults)", Image<D3>({ 21, 19, 17 }, 1, 11).GetPointer(), { 7, 11, 0.1, 0.0 });
+  Compare("3D float p1 d2", Image<F3>({ 17, 15, 13 }, 1, 12).GetPointer(), { 1, 2, 0.1, 0.0 });
+  Compare("3D float smaller than padding", Image<F3>({ 3, 4, 5 }, 1, 13).GetPointer(), { 5, 4, 0.1, 0.05 });
+  Compare("3D 3-channel float p3 d2", Image<VF3>({ 19, 22, 17 }, 3, 14).GetPointer(), { 3, 2, 0.12, 0.1 });
+  Compare<U3, D3>(
+    "3D uint8 -> double p3 d2", Image<U3>({ 24, 21, 18 }, 1, 15, 255.0).GetPointer(), { 3, 2, 25.0, 10.0 });
+  Compare<F3, D3>("3D float -> double p3 d3", Image<F3>({ 26, 20, 18 }, 1, 16).GetPointer(), { 3, 3, 0.1, 0.05 });
+  Compare<D3, F3>("3D double -> float p3 d3", Image<D3>({ 26, 20, 18 }, 1, 17).GetPointer(), { 3, 3, 0.1, 0.05 });
+
+  // 4D.
+  Compare("4D double p3 d2", Image<D4>({ 9, 8, 7, 6 }, 1, 18).GetPointer(), { 3, 2, 0.1, 0.05 });
+  Compare("4D 2-channel float p3 d1", Image<VF4>({ 7, 6, 6, 5 }, 2, 19).GetPointer(), { 3, 1, 0.15, 0.1 });
+  Compare("4D float p5 d1", Image<F4>({ 10, 9, 8, 7 }, 1, 20).GetPointer(), { 5, 1, 0.2, 0.0 });
+
+  // Independence of the tile shape, the slab split and streaming.
+  {
+    const auto input = Image<F3>({ 37, 29, 23 }, 1, 21);
+    const auto cpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CPU);
+    for (const char * tile : { "16,16,8,1,16", "32,8,4,1,8", "8,8,8,1,8", "4,4,4,1,4", "16,16,16,1,16" })
+    {
+      SetEnv("CUDANONLOCALMEANS_TILE", tile);
+      std::string info;
+      const auto  gpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
+      Check(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), tile) == 0,
+            std::string("forced tile ") + tile + " (" + info + ") == CPU");
+    }
+    SetEnv("CUDANONLOCALMEANS_TILE", nullptr);
+    // Lower the memory budget until the volume no longer fits in one slab, then further.
+    int multiSlabRuns = 0;
+    for (itk::SizeValueType memory = 4000000; memory > 50000; memory = memory * 2 / 3)
+    {
+      Params p{ 3, 3, 0.1, 0.05 };
+      p.memory = memory;
+      std::string  info;
+      unsigned int slabs = 0;
+      F3::Pointer  gpu;
+      try
+      {
+        gpu = Run(input.GetPointer(), p, BackendEnum::CUDA, &info, &slabs);
+      }
+      catch (const itk::ExceptionObject & e)
+      {
+        std::cout << "MaximumGPUMemory " << memory << ": " << e.GetDescription() << std::endl;
+        break;
+      }
+      multiSlabRuns += (slabs > 1) ? 1 : 0;
+      Check(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), "slabs") == 0,
+            "MaximumGPUMemory " + std::to_string(memory) + " (" + info + ") == CPU");
+    }
+    Check(multiSlabRuns >= 2, std::to_string(multiSlabRuns) + " runs split into several slabs");
+    for (unsigned int streams : { 3u, 7u })
+    {
+      Params p{ 3, 3, 0.1, 0.05 };
+      p.streams = streams;
+      const auto gpu = Run(input.GetPointer(), p, BackendEnum::CUDA);
+      Check(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), "streams") == 0,
+            std::to_string(streams) + " stream divisions on CUDA == CPU whole image");
+    }
+    Params tooSmall{ 3, 3, 0.1, 0.05 };
+    tooSmall.memory = 1000;
+    ITK_TRY_EXPECT_EXCEPTION(Run(input.GetPointer(), tooSmall, BackendEnum::CUDA));
+  }
+
+  // Repeated Updates and several filters alive at once, also updated from several threads.
+  {
+    using FilterType = itk::CudaNonLocalMeansImageFilter<F3>;
+    const auto a = Image<F3>({ 30, 26, 22 }, 1, 22);
+    const auto b = Image<F3>({ 25, 31, 20 }, 1, 23);
+    auto       fa = FilterType::New();
+    auto       fb = FilterType::New();
+    fa->SetInput(a);
+    fb->SetInput(b);
+    fa->SetPatchSize(3);
+    fa->SetPatchDistance(3);
+    fb->SetPatchSize(5);
+    fb->SetPatchDistance(2);
+    fa->SetBackend(BackendEnum::CUDA);
+    fb->SetBackend(BackendEnum::CUDA);
+    const auto refA = Run(a.GetPointer(), { 3, 3, 0.1, 0.0 }, BackendEnum::CPU);
+    const auto refB = Run(b.GetPointer(), { 5, 2, 0.1, 0.0 }, BackendEnum::CPU);
+    bool       same = true;
+    for (int i = 0; i < 3; ++i)
+    {
+      fa->Modified();
+      fa->Update();
+      fb->Modified();
+      fb->Update();
+      same =
+        same &&
+        itk::nlm_test::CountDifferences(refA.GetPointer(), fa->GetOutput(), a->GetLargestPossibleRegion(), "A") == 0 &&
+        itk::nlm_test::CountDifferences(refB.GetPointer(), fb->GetOutput(), b->GetLargestPossibleRegion(), "B") == 0;
+    }
+    Check(same, "two filters, three interleaved Updates each == CPU");
+    std::vector<F3::Pointer> outputs(4);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < outputs.size(); ++i)
+    {
+      threads.emplace_back([&, i] {
+        outputs[i] = Run(
+          (i % 2 ? b : a).GetPointer(), i % 2 ? Params{ 5, 2, 0.1, 0.0 } : Params{ 3, 3, 0.1, 0.0 }, BackendEnum::CUDA);
+      });
+    }
+    for (auto & t : threads)
+    {
+      t.join();
+    }
+    bool threadedSame = true;
+    for (size_t i = 0; i < outputs.size(); ++i)
+    {
+      threadedSame = threadedSame && itk::nlm_test::CountDifferences(i % 2 ? refB.GetPointer() : refA.GetPointer(),
+                                                                     outputs[i].GetPointer(),
+                                                                     (i % 2 ? b : a)->GetLargestPossibleRegion(),
+                                                                     "thread") == 0;
+    }
+    Check(threadedSame, "four filters updated from four threads at once == CPU");
+  }
+
+  // Slow mode: the CUDA backend runs it on the CPU backend.
+  {
+    Params p{ 5, 3, 0.15, 0.05 };
+    p.fast = false;
+    Compare("2D float slow mode (CPU fallback)", Image<F2>({ 30, 28 }, 1, 24).GetPointer(), p);
+  }
+
+  // Progress and abort on the GPU.
+  {
+    using FilterType = itk::CudaNonLocalMeansImageFilter<F3>;
+    const auto input = Image<F3>({ 96, 96, 96 }, 1, 25);
+    auto       filter = FilterType::New();
+    filter->SetInput(input);
+    filter->SetPatchSize(5);
+    filter->SetPatchDistance(5);
+    filter->SetBackend(BackendEnum::CUDA);
+    std::vector<float> progress;
+    bool               abortEarly = false;
+    auto               command = itk::CStyleCommand::New();
+    struct Data
+    {
+      FilterType *         filter;
+      std::vector<float> * progress;
+      bool *               abortEarly;
+    } data{ filter.GetPointer(), &progress, &abortEarly };
+    command->SetClientData(&data);
+    command->SetCallback([](itk::Object *, const itk::EventObject &, void * clientData) {
+      auto * d = static_cast<Data *>(clientData);
+      d->progress->push_back(d->filter->GetProgress());
+      if (*d->abortEarly && d->filter->GetProgress() > 0.1f)
+      {
+        d->filter->AbortGenerateDataOn();
+      }
+    });
+    filter->AddObserver(itk::ProgressEvent(), command);
+    ITK_TRY_EXPECT_NO_EXCEPTION(filter->Update());
+    Check(progress.size() >= 5 && progress.back() == 1.0f,
+          "CUDA progress: " + std::to_string(progress.size()) + " events, ends at 1");
+    progress.clear();
+    abortEarly = true;
+    filter->Modified();
+    ITK_TRY_EXPECT_EXCEPTION(filter->Update());
+    Check(!progress.empty() && progress.back() < 1.0f, "CUDA abort stops before the end");
+    abortEarly = false;
+    filter->AbortGenerateDataOff();
+    filter->Modified();
+    ITK_TRY_EXPECT_NO_EXCEPTION(filter->Update());
+  }
+
+  // Opt-in single precision: close to the float64 result, not bitwise.
+  {
+    const auto input = Image<D3>({ 40, 36, 32 }, 1, 26);
+    Params     p{ 3, 3, 0.1, 0.05 };
+    const auto ref = Run(input.GetPointer(), p, BackendEnum::CPU);
+    p.single = true;
+    std::string                       info;
+    const auto                        single = Run(input.GetPointer(), p, BackendEnum::CUDA, &info);
+    double                            maxDiff = 0.0;
+    itk::ImageRegionConstIterator<D3> ir(ref, ref->GetLargestPossibleRegion());
+    itk::ImageRegionConstIterator<D3> is(single, single->GetLargestPossibleRegion());
+    for (; !ir.IsAtEnd(); ++ir, ++is)
+    {
+      maxDiff = std::max(maxDiff, std::abs(ir.Get() - is.Get()));
+    }
+    std::cout << "single precision (" << info << "): max |diff| to float64 = " << maxDiff << std::endl;
+    Check(maxDiff < 1e-4, "single precision within 1e-4 of float64");
+  }
+
+  std::cout << (failures == 0 ? "Test passed." : "Test FAILED.") << std::endl;
+  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

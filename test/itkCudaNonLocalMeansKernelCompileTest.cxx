@@ -1,0 +1,136 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// Every kernel variant compiles with NVRTC for the architectures given on the command line (default
+// sm_80 and sm_90; CTest also runs it with NVRTC 12 for sm_61, which CUDA 13 no longer supports).
+// Needs an NVRTC library but no GPU; exits 77 (skipped) when no NVRTC can be loaded.
+
+#include "itkNonLocalMeansKernelCompiler.h"
+#include "itkCudaDriver.h"
+#include "itkMacro.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <vector>
+
+int
+itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
+{
+  std::string                 why;
+  const itk::cuda::NvrtcAPI * nvrtc = itk::cuda::GetNvrtc(why);
+  if (nvrtc == nullptr)
+  {
+    std::cout << "Skipped: " << why << std::endl;
+    return 77;
+  }
+  std::cout << "NVRTC " << itk::nlm::NvrtcVersion(*nvrtc) / 1000.0 << " from " << itk::cuda::GetNvrtcLibraryPath()
+            << std::endl;
+  // Compile for real: no disk cache.
+#if defined(_WIN32)
+  _putenv_s("CUDANONLOCALMEANS_KERNEL_CACHE", "0");
+#else
+  setenv("CUDANONLOCALMEANS_KERNEL_CACHE", "0", 1);
+#endif
+  bool             quick = false;
+  std::vector<int> archs;
+  for (int i = 1; i < argc; ++i)
+  {
+    if (std::string(argv[i]) == "--quick")
+    {
+      quick = true;
+    }
+    else
+    {
+      archs.push_back(std::atoi(argv[i]));
+    }
+  }
+  if (archs.empty())
+  {
+    archs = { 80, 90 };
+  }
+
+  // The variants: every tile shape the CUDA backend may choose, for each dimension, and the
+  // parameters that are compile-time constants (components, patch size, distance, element types,
+  // arithmetic, index width).
+  struct Variant
+  {
+    int  dim, k, s, d, t0, t1, t2, t3, by;
+    bool inDouble, outDouble, single, wide;
+  };
+  std::vector<Variant> variants = {
+    // 2D tiles
+    { 2, 1, 7, 11, 32, 32, 1, 1, 8, false, false, false, false },
+    { 2, 3, 3, 5, 32, 16, 1, 1, 8, true, true, false, false },
+    { 2, 1, 1, 2, 16, 16, 1, 1, 8, false, true, false, false },
+    { 2, 2, 5, 4, 64, 16, 1, 1, 4, true, false, true, false },
+    { 2, 1, 3, 0, 8, 8, 1, 1, 8, false, false, false, true },
+    // 3D tiles
+    { 3, 1, 3, 3, 16, 16, 8, 1, 16, false, false, false, false },
+    { 3, 1, 3, 3, 16, 16, 8, 1, 16, true, true, false, false },
+    { 3, 1, 3, 3, 16, 16, 8, 1, 16, false, false, true, false },
+    { 3, 3, 3, 2, 16, 16, 4, 1, 16, false, false, false, false },
+    { 3, 1, 5, 2, 32, 8, 8, 1, 8, true, false, false, true },
+    { 3, 1, 7, 11, 8, 8, 4, 1, 8, false, false, false, false },
+    { 3, 2, 1, 1, 16, 8, 8, 1, 8, false, false, false, false },
+    { 3, 1, 3, 3, 8, 8, 8, 1, 8, true, true, true, false },
+    // 4D tiles
+    { 4, 1, 3, 2, 8, 8, 4, 4, 8, true, true, false, false },
+    { 4, 2, 3, 1, 8, 4, 4, 4, 4, false, false, false, false },
+    { 4, 1, 5, 1, 4, 4, 4, 2, 4, false, true, true, true },
+  };
+  if (quick)
+  {
+    variants.resize(2);
+  }
+  int failures = 0;
+  for (const auto & v : variants)
+  {
+    itk::nlm::KernelConfig c;
+    c.Dimension = v.dim;
+    c.Components = v.k;
+    c.PatchSize = v.s;
+    c.PatchDistance = v.d;
+    c.Tile[0] = v.t0;
+    c.Tile[1] = v.t1;
+    c.Tile[2] = v.t2;
+    c.Tile[3] = v.t3;
+    c.BlockX = v.t0;
+    c.BlockY = v.by;
+    c.InputDouble = v.inDouble;
+    c.OutputDouble = v.outDouble;
+    c.SinglePrecision = v.single;
+    c.WideIndex = v.wide;
+    for (int arch : archs)
+    {
+      try
+      {
+        const auto k = itk::nlm::CompileKernel(*nvrtc, c, arch);
+        std::cout << "ok   " << k.Target << " " << c.Describe() << ": " << k.Image.size() << " bytes, "
+                  << static_cast<int>(k.Milliseconds) << " ms" << std::endl;
+      }
+      catch (const itk::ExceptionObject & e)
+      {
+        std::cout << "FAIL sm_" << arch << " " << c.Describe() << ": " << e.GetDescription() << std::endl;
+        ++failures;
+      }
+    }
+  }
+  std::cout << (failures == 0 ? "All variants compile." : "Some variants FAILED to compile.") << std::endl;
+  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
