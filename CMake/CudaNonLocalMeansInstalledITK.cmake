@@ -27,6 +27,7 @@ file(MAKE_DIRECTORY ${ITK_TEST_OUTPUT_DIR})
 
 add_subdirectory(src)
 add_subdirectory(examples)
+add_subdirectory(benchmarks)
 if(BUILD_TESTING)
   add_subdirectory(test)
 endif()

@@ -187,7 +187,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
 
   // Independence of the tile shape, the slab split and streaming.
   {
-    const auto input = Image<F3>({ 37, 29, 23 }, 1, 21);
+    const auto input = Image<F3>({ 37, 29, 71 }, 1, 21);
     const auto cpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CPU);
     for (const char * tile : { "16,16,8,1,16", "32,8,4,1,8", "8,8,8,1,8", "4,4,4,1,4", "16,16,16,1,16" })
     {
@@ -301,7 +301,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
   // Progress and abort on the GPU.
   {
     using FilterType = itk::CudaNonLocalMeansImageFilter<F3>;
-    const auto input = Image<F3>({ 96, 96, 96 }, 1, 25);
+    const auto input = Image<F3>({ 192, 192, 192 }, 1, 25);
     auto       filter = FilterType::New();
     filter->SetInput(input);
     filter->SetPatchSize(5);
