@@ -88,10 +88,11 @@ Benchmark(const Options & o)
     offsets *= 2.0 * o.patchDistance + 1.0;
   }
   const double voxels = static_cast<double>(region.GetNumberOfPixels());
-  json << "{\"input\": \"" << o.input << "\", \"size\": \"" << region.GetSize() << "\", \"components\": "
-       << image->GetNumberOfComponentsPerPixel() << ", \"voxels\": " << voxels << ", \"offsets\": " << offsets
-       << ", \"patch_size\": " << o.patchSize << ", \"patch_distance\": " << o.patchDistance
-       << ", \"single_precision\": " << (o.single ? "true" : "false") << ", \"read_ms\": " << readMs;
+  json << "{\"input\": \"" << o.input << "\", \"size\": \"" << region.GetSize()
+       << "\", \"components\": " << image->GetNumberOfComponentsPerPixel() << ", \"voxels\": " << voxels
+       << ", \"offsets\": " << offsets << ", \"patch_size\": " << o.patchSize
+       << ", \"patch_distance\": " << o.patchDistance << ", \"single_precision\": " << (o.single ? "true" : "false")
+       << ", \"read_ms\": " << readMs;
 
   auto make = [&](BackendEnum backend) {
     auto f = FilterType::New();

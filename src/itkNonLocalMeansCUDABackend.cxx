@@ -53,6 +53,7 @@ struct NlmFastParams
   long long tiles[4];
   long long tileOffset;
   double    norm;
+  double    invNorm;
   double    noise;
 };
 struct NlmPadParams
@@ -363,8 +364,8 @@ ElementSize(ElementType t)
   return t == ElementType::Float32 ? sizeof(float) : sizeof(double);
 }
 
-/** Estimated cost per output voxel of a tile configuration (arbitrary units), from the work of
- * the passes over every shift's boxes and the occupancy the shared memory allows. */
+/** Estimated cost per output voxel of a tile configuration (arbitrary units): the work of the
+ * kernel's passes over every shift's boxes, and the occupancy its shared memory and threads allow. */
 double
 EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
 {
@@ -372,11 +373,11 @@ EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
   const int    d = c.PatchDistance;
   const int    win = c.PatchSize - 1;
   const int    ext = (win > 0) ? win - 1 : 0;
-  const double cD = 2.0 + 1.5 * c.Components;
-  const double cS = 1.0;
-  const double cW = 14.0;
-  const double cG = 4.0 + 4.0 * c.Components;
-  const double cSync = 64.0;
+  const double cD = 3.0 + 3.0 * c.Components; // one patch term: loads and arithmetic
+  const double cS = 2.0;                      // one shared-memory sum term
+  const double cW = 12.0;                     // one weight
+  const double cG = 8.0 + 6.0 * c.Components; // one voxel's two terms
+  const double cSync = 8.0 * c.Threads();     // a barrier, in thread-operations
   double       voxels = 1.0;
   for (int a = 0; a < n; ++a)
   {
@@ -402,23 +403,22 @@ EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
             w[a] = (a < n) ? c.Tile[a] + std::abs(t[a]) : 1;
             e[a] = (a < n && a > 0) ? w[a] + ext : w[a];
           }
-          double cost = cG * voxels + cSync * (n + 1);
+          double cost = cG * voxels;
           if (win > 0)
           {
-            cost += e[0] * e[1] * e[2] * e[3] * win * cD; // pass A
-            double cells = e[0] * e[1] * e[2] * e[3];
-            for (int a = 1; a < n; ++a)
-            {
-              cells = cells / e[a] * w[a];
-              cost += cells * (win * cS + ((a == n - 1) ? cW : 0.0));
-            }
+            const double runs = std::ceil(w[0] / c.RunLength);
+            const double rows = e[1] * e[2] * e[3];
+            cost += rows * runs * (c.RunLength + ext) * cD; // pass A
+            cost += w[0] * w[1] * e[2] * e[3] * win * cS;   // pass B (and the axis-2 march in 3D)
+            cost += w[0] * w[1] * w[2] * w[3] * cW;         // weights
+            cost += cSync * ((n > 3) ? 3 : 2);
           }
           total += cost;
           ++shifts;
         }
   const int    threads = c.Threads();
   const int    blocks = std::max(1, std::min(sharedPerSM / static_cast<int>(c.SharedBytes() + 1024), 2048 / threads));
-  const double occupancy = std::min(1.0, blocks * threads / 512.0);
+  const double occupancy = std::min(1.0, blocks * threads / 768.0);
   return total / shifts / voxels / occupancy;
 }
 } // namespace
@@ -446,37 +446,23 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
   base.OutputDouble = p.OutputType == ElementType::Float64;
   base.SinglePrecision = p.SinglePrecision;
 
-  // Candidate tiles {T0, T1, T2, T3, BY}; threads are T0 x BY.
+  // Candidate tiles {T0, T1, T2, T3, threads}.
   std::vector<std::vector<int>> candidates;
   if (p.Dimension == 2)
   {
-    candidates = { { 32, 32, 1, 1, 8 }, { 32, 16, 1, 1, 8 }, { 16, 16, 1, 1, 8 }, { 64, 16, 1, 1, 4 },
-                   { 32, 8, 1, 1, 8 },  { 16, 8, 1, 1, 8 },  { 8, 8, 1, 1, 8 } };
+    candidates = { { 64, 32, 1, 1, 256 }, { 32, 32, 1, 1, 256 }, { 64, 16, 1, 1, 256 }, { 32, 16, 1, 1, 256 },
+                   { 16, 16, 1, 1, 256 }, { 32, 8, 1, 1, 256 },  { 16, 8, 1, 1, 128 },  { 8, 8, 1, 1, 64 } };
   }
   else if (p.Dimension == 3)
   {
-    candidates = { { 16, 16, 8, 1, 16 }, { 16, 16, 4, 1, 16 }, { 32, 8, 8, 1, 8 },    { 16, 8, 8, 1, 8 },
-                   { 32, 8, 4, 1, 8 },   { 8, 8, 8, 1, 8 },    { 16, 16, 16, 1, 16 }, { 8, 8, 4, 1, 8 },
-                   { 8, 4, 4, 1, 4 },    { 4, 4, 4, 1, 4 } };
+    candidates = { { 32, 8, 8, 1, 256 }, { 16, 16, 8, 1, 256 }, { 32, 16, 8, 1, 512 }, { 32, 8, 4, 1, 256 },
+                   { 16, 8, 8, 1, 256 }, { 16, 16, 4, 1, 256 }, { 8, 8, 8, 1, 256 },   { 16, 8, 4, 1, 128 },
+                   { 8, 8, 4, 1, 128 },  { 8, 4, 4, 1, 64 },    { 4, 4, 4, 1, 64 } };
   }
   else
   {
-    candidates = { { 8, 8, 4, 4, 8 }, { 8, 8, 4, 2, 8 }, { 8, 4, 4, 4, 4 }, { 16, 8, 4, 2, 8 },
-                   { 4, 4, 4, 4, 4 }, { 4, 4, 4, 2, 4 }, { 4, 4, 2, 2, 4 } };
-  }
-  if (const char * env = std::getenv("CUDANONLOCALMEANS_TILE"))
-  {
-    std::vector<int>  v;
-    std::stringstream ss(env);
-    std::string       item;
-    while (std::getline(ss, item, ','))
-    {
-      v.push_back(std::atoi(item.c_str()));
-    }
-    if (v.size() == 5)
-    {
-      candidates = { v };
-    }
+    candidates = { { 8, 8, 4, 4, 256 }, { 16, 8, 4, 2, 256 }, { 8, 8, 4, 2, 256 }, { 8, 4, 4, 4, 128 },
+                   { 4, 4, 4, 4, 128 }, { 4, 4, 4, 2, 128 },  { 4, 4, 2, 2, 64 } };
   }
   nlm::KernelConfig best = base;
   double            bestCost = std::numeric_limits<double>::infinity();
@@ -487,8 +473,7 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
     {
       k.Tile[a] = c[static_cast<size_t>(a)];
     }
-    k.BlockX = c[0];
-    k.BlockY = c[4];
+    k.ThreadCount = c[4];
     if (k.SharedBytes() > static_cast<size_t>(sharedLimit) || k.Threads() > 1024)
     {
       continue;
@@ -567,6 +552,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   const int         A = n - 1; // slabs along the outermost axis
   const size_t      inElem = ElementSize(problem.InputType);
   const size_t      outElem = ElementSize(problem.OutputType);
+  const size_t      realElem = problem.SinglePrecision ? sizeof(float) : sizeof(double); // padded input
 
   // Memory plan: the largest slab (a multiple of the tile along axis A) that fits the budget.
   size_t freeBytes = 0, totalBytes = 0;
@@ -592,7 +578,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
       input *= static_cast<double>(inSize[a]);
       output *= static_cast<double>(outSize[a]);
     }
-    return static_cast<size_t>((padded + input) * K * inElem + output * K * outElem);
+    return static_cast<size_t>(padded * K * realElem + input * K * inElem + output * K * outElem);
   };
   long long slab = tileSpan[A];
   while (slab > config.Tile[A] && slabBytes(slab) > budget)
@@ -682,7 +668,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     }
     const size_t outBytes = outPlane * static_cast<size_t>(zHi - zLo) * outElem;
 
-    DeviceBuffer dIn(s, inBytes), dPad(s, padCells * inElem), dOut(s, outBytes);
+    DeviceBuffer dIn(s, inBytes), dPad(s, padCells * realElem), dOut(s, outBytes);
 
     // Upload.
     const char * hostIn =
@@ -728,6 +714,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
       tiles *= fp.tiles[a];
     }
     fp.norm = norm;
+    fp.invNorm = 1.0 / norm;
     fp.noise = noise;
     const long long                     wave = static_cast<long long>(s.multiprocessors) * module.blocksPerSM;
     const long long                     chunk = std::max<long long>(4 * wave, (tilesTotalAll + 39) / 40);

@@ -174,8 +174,8 @@ KernelConfig::Macros() const
   {
     m.push_back("-DNLM_T" + std::to_string(a) + "=" + std::to_string(Tile[a]));
   }
-  m.push_back("-DNLM_BX=" + std::to_string(BlockX));
-  m.push_back("-DNLM_BY=" + std::to_string(BlockY));
+  m.push_back("-DNLM_NT=" + std::to_string(ThreadCount));
+  m.push_back("-DNLM_RA=" + std::to_string(RunLength));
   m.push_back(std::string("-DNLM_TIN=") + (InputDouble ? "double" : "float"));
   m.push_back(std::string("-DNLM_TOUT=") + (OutputDouble ? "double" : "float"));
   m.push_back(std::string("-DNLM_REAL=") + (SinglePrecision ? "float" : "double"));
@@ -187,17 +187,26 @@ KernelConfig::Macros() const
 size_t
 KernelConfig::SharedBytes() const
 {
-  const int ext = (PatchSize > 1) ? PatchSize - 2 : 0;
-  size_t    cells = static_cast<size_t>(Tile[0] + PatchDistance) * static_cast<size_t>(Tile[1] + PatchDistance + ext);
-  if (Dimension > 2)
+  if (PatchSize <= 1)
   {
-    cells *= static_cast<size_t>(Tile[2] + PatchDistance + ext);
+    return 0; // patch size 1: constant weights, no shared memory
   }
-  if (Dimension > 3)
+  const size_t ext = static_cast<size_t>(PatchSize - 2);
+  size_t       w[4] = { 1, 1, 1, 1 };
+  for (int a = 0; a < Dimension; ++a)
   {
-    cells *= static_cast<size_t>(Tile[3] + PatchDistance + ext);
+    w[a] = static_cast<size_t>(Tile[a] + PatchDistance);
   }
-  return 2 * cells * (SinglePrecision ? sizeof(float) : sizeof(double));
+  // Box summed along axis 0 (extended by the patch along the other axes) and the weight box; in
+  // 4D also the box summed along axes 0 and 1.
+  size_t a = w[0];
+  for (int ax = 1; ax < Dimension; ++ax)
+  {
+    a *= w[ax] + ext;
+  }
+  const size_t weights = w[0] * w[1] * w[2] * w[3];
+  const size_t b = (Dimension > 3) ? w[0] * w[1] * (w[2] + ext) * (w[3] + ext) : 0;
+  return (a + weights + b) * (SinglePrecision ? sizeof(float) : sizeof(double));
 }
 
 std::string
@@ -209,7 +218,7 @@ KernelConfig::Describe() const
   {
     os << "x" << Tile[a];
   }
-  os << " block " << BlockX << "x" << BlockY << " " << (InputDouble ? "double" : "float") << "->"
+  os << " threads " << ThreadCount << " run " << RunLength << " " << (InputDouble ? "double" : "float") << "->"
      << (OutputDouble ? "double" : "float") << " arithmetic " << (SinglePrecision ? "float" : "double")
      << (WideIndex ? " wide-index" : "");
   return os.str();
@@ -310,11 +319,13 @@ CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arc
   options.push_back("--fmad=false");
   options.push_back("-default-device");
   options.push_back("--std=c++17");
-  if (const char * lineinfo = std::getenv("CUDANONLOCALMEANS_LINEINFO"))
+  if (const char * extra = std::getenv("CUDANONLOCALMEANS_NVRTC_OPTIONS"))
   {
-    if (std::string(lineinfo) == "1")
+    std::istringstream words(extra);
+    std::string        word;
+    while (words >> word)
     {
-      options.push_back("-lineinfo");
+      options.push_back(word);
     }
   }
 
@@ -395,6 +406,7 @@ CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arc
     itkGenericExceptionMacro("NVRTC compiled the kernels but returned no code: " << NvrtcError(nvrtc, r));
   }
   result.Milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  result.Log = log.c_str();
   if (!path.empty())
   {
     WriteCacheFile(directory, path, key, result);

@@ -39,9 +39,9 @@ struct KernelConfig
   int  Components{ 1 };
   int  PatchSize{ 3 }; // odd
   int  PatchDistance{ 3 };
-  int  Tile[4]{ 16, 16, 8, 1 };
-  int  BlockX{ 16 };
-  int  BlockY{ 16 };
+  int  Tile[4]{ 32, 8, 8, 1 };
+  int  ThreadCount{ 256 }; // divides the tile's voxel count
+  int  RunLength{ 4 };     // cells per thread in the kernel's first pass
   bool InputDouble{ false };
   bool OutputDouble{ false };
   bool SinglePrecision{ false }; // float arithmetic (opt-in, not bitwise)
@@ -59,10 +59,10 @@ struct KernelConfig
   int
   Threads() const
   {
-    return BlockX * BlockY;
+    return ThreadCount;
   }
 
-  /** "3D K1 s3 d3 tile 16x16x8 block 16x16 float->float double" */
+  /** "3D K1 s3 d3 tile 32x8x8 threads 256 run 4 float->float arithmetic double" */
   std::string
   Describe() const;
 };
@@ -76,10 +76,13 @@ struct CompiledKernel
   std::string       Target;              // "sm_90" or "compute_90"
   double            Milliseconds{ 0.0 }; // compile time (0 when read from the disk cache)
   bool              FromDiskCache{ false };
+  std::string       Log; // NVRTC's log (warnings, resource usage with -Xptxas=-v)
 };
 
 /** Compiles `config` for compute capability `arch` (e.g. 90 for sm_90), or reads it from the disk
- * cache. Throws ExceptionObject with NVRTC's log on failure. */
+ * cache. Throws ExceptionObject with NVRTC's log on failure. Extra NVRTC options can be given,
+ * separated by spaces, in CUDANONLOCALMEANS_NVRTC_OPTIONS (e.g. "-Xptxas=-v -lineinfo"); they
+ * are part of the cache key. */
 CudaNonLocalMeans_EXPORT CompiledKernel
 CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arch);
 

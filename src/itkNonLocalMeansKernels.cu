@@ -18,10 +18,17 @@
 
 // Non-local means kernels (fast mode), compiled at run time by NVRTC, one module per
 // configuration, with --fmad=false. They implement doc/numerical-contract.md and produce bitwise
-// the output of the CPU backend (src/itkNonLocalMeansCPUBackend.cxx), whose structure they follow:
-// a block owns a tile of output voxels; for every shift, in scikit-image's order, it computes the
-// weight map over the union of the tile and the tile shifted by -t, with the same separable sums,
-// in shared memory, and every thread adds both terms of each of its voxels in the contract's order.
+// the output of the CPU backend (src/itkNonLocalMeansCPUBackend.cxx): a block owns a tile of output
+// voxels; for every shift t, in scikit-image's order, it computes the weights over the union of the
+// tile and the tile shifted by -t with the contract's separable sums (axis 0 first), in shared
+// memory and registers, and every thread adds both terms of each of its voxels in the contract's
+// order.
+//
+// Per shift: pass A sums the patch terms D along axis 0 (each thread a run of NLM_RA cells of a
+// row, D values in registers); pass B sums along axis 1 from shared memory and, in 3D, along axis 2
+// in registers while marching through the planes, and turns the sums into weights; the gather adds
+// the two terms of every voxel. Two barriers per shift (three in 4D, where axis 2 is summed from
+// shared memory and axis 3 in registers).
 //
 // Configuration macros (set by the host):
 //   NLM_DIM        spatial dimensions, 2..4
@@ -29,10 +36,12 @@
 //   NLM_S          odd patch size
 //   NLM_PD         patch distance
 //   NLM_T0..NLM_T3 tile extent per axis (1 for unused axes)
-//   NLM_BX, NLM_BY threads along axes 0 and 1 (NLM_BX == NLM_T0, NLM_T1 % NLM_BY == 0)
-//   NLM_TIN        element type of the (padded) input: float or double
+//   NLM_NT         threads per block (divides the tile's voxel count)
+//   NLM_RA         cells per thread in pass A
+//   NLM_TIN        element type of the uploaded input: float or double
 //   NLM_TOUT       element type of the output: float or double
-//   NLM_REAL       arithmetic type: double (bitwise contract) or float (opt-in single precision)
+//   NLM_REAL       arithmetic type, also of the padded input: double (bitwise contract) or float
+//   NLM_REAL_IS_FLOAT 1 for float arithmetic
 //   NLM_INDEX      integer type of offsets inside a block's footprint: int or long long
 
 #include "itkNonLocalMeansNumerics.h"
@@ -49,53 +58,53 @@ constexpr int K = NLM_K;
 constexpr int S = NLM_S;
 constexpr int O = S / 2;
 constexpr int WIN = S - 1; // samples per axis of scikit-image's (s-1)-wide patch box
+constexpr int EXT = (WIN > 0) ? WIN - 1 : 0;
 constexpr int PD = NLM_PD;
 constexpr int E = O + PD; // padding of the input on each side of a used axis
 constexpr int T0 = NLM_T0;
 constexpr int T1 = NLM_T1;
 constexpr int T2 = NLM_T2;
 constexpr int T3 = NLM_T3;
-constexpr int BX = NLM_BX;
-constexpr int BY = NLM_BY;
-constexpr int NT = BX * BY;
-constexpr int VY = T1 / BY;
-constexpr int VPT = VY * T2 * T3; // voxels per thread
-constexpr int EXT = (WIN > 0) ? WIN - 1 : 0;
-// Largest box extents (shared-memory layout).
-constexpr int M0 = T0 + PD;
-constexpr int M1 = T1 + PD + EXT;
-constexpr int M2 = (DIM > 2) ? T2 + PD + EXT : 1;
-constexpr int M3 = (DIM > 3) ? T3 + PD + EXT : 1;
-constexpr int BOX = M0 * M1 * M2 * M3;
+constexpr int NT = NLM_NT;
+constexpr int RA = NLM_RA;
+constexpr int TV = T0 * T1 * T2 * T3;
+constexpr int VPT = TV / NT; // voxels per thread
+// Weight box (largest extent per axis) and the box summed along axis 0 only.
+constexpr int MW0 = T0 + PD;
+constexpr int MW1 = T1 + PD;
+constexpr int MW2 = (DIM > 2) ? T2 + PD : 1;
+constexpr int MW3 = (DIM > 3) ? T3 + PD : 1;
+constexpr int MA0 = MW0;
+constexpr int MA1 = MW1 + EXT;
+constexpr int MA2 = (DIM > 2) ? MW2 + EXT : 1;
+constexpr int MA3 = (DIM > 3) ? MW3 + EXT : 1;
+constexpr int RUNS = (MA0 + RA - 1) / RA; // runs of pass A per row
+constexpr int SIZE_A = MA0 * MA1 * MA2 * MA3;
+constexpr int SIZE_W = MW0 * MW1 * MW2 * MW3;
+constexpr int SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed along axes 0 and 1
 
-static_assert(BX == T0, "one thread per tile column along axis 0");
-static_assert(T1 % BY == 0, "BY must divide T1");
 static_assert(DIM >= 2 && DIM <= 4, "2D, 3D or 4D");
 static_assert(DIM > 2 || (T2 == 1 && T3 == 1), "unused axes have extent 1");
 static_assert(DIM > 3 || T3 == 1, "unused axes have extent 1");
+static_assert(TV % NT == 0, "the threads divide the tile");
 
-constexpr int
+__device__ __forceinline__ int
 Iabs(int v)
 {
   return v < 0 ? -v : v;
 }
-constexpr int
+__device__ __forceinline__ int
 Imax(int a, int b)
 {
   return a > b ? a : b;
 }
-constexpr int
-Imin(int a, int b)
-{
-  return a < b ? a : b;
-}
 
 /** Weight of a raw distance in the arithmetic type. */
 __device__ __forceinline__ Real
-Weight(Real raw, Real norm, Real alpha)
+Weight(Real raw, Real norm, Real invNorm, Real alpha)
 {
 #if NLM_REAL_IS_FLOAT
-  const float dist = ((0.0f > raw) ? 0.0f : raw) / norm;
+  const float dist = ((0.0f > raw) ? 0.0f : raw) * invNorm;
   if (dist > 5.0f)
   {
     return 0.0f;
@@ -106,8 +115,22 @@ Weight(Real raw, Real norm, Real alpha)
   const unsigned bits = (static_cast<unsigned>(i) - (896u << 20)) << 3;
   return alpha * __uint_as_float(bits);
 #else
-  return itk::nlm::FastModeWeight(raw, norm, alpha);
+  return itk::nlm::FastModeWeightNoDivision(raw, norm, invNorm, alpha);
 #endif
+}
+
+/** D(y) for the current shift: sum over channels of the squared difference, minus the noise term. */
+__device__ __forceinline__ Real
+PatchTerm(const Real * __restrict__ y, Index tOff, Real noise)
+{
+  Real acc = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+  {
+    const Real diff = y[k] - y[tOff * K + k];
+    acc = (k == 0) ? diff * diff : acc + diff * diff;
+  }
+  return acc - noise;
 }
 } // namespace
 
@@ -119,6 +142,7 @@ struct NlmFastParams
   long long tiles[4];   // tiles per axis
   long long tileOffset; // first tile of this launch
   double    norm;
+  double    invNorm; // the double nearest 1 / norm
   double    noise;
 };
 
@@ -134,11 +158,11 @@ struct NlmPadParams
   long long clampHi[4];
 };
 
-/** Reflect-pads the uploaded input into the working array (NumPy's mode='reflect' about the whole
- * image), one cell per thread (grid-stride). Cells beyond the region the output needs (there only
- * because tiles are rounded up) are clamped to its border. */
+/** Reflect-pads the uploaded input into the working array in the arithmetic type (NumPy's
+ * mode='reflect' about the whole image), one cell per thread (grid-stride). Cells beyond the region
+ * the output needs (there only because tiles are rounded up) are clamped to its border. */
 extern "C" __global__ void
-nlm_pad(const TIn * __restrict__ in, TIn * __restrict__ out, NlmPadParams p)
+nlm_pad(const TIn * __restrict__ in, Real * __restrict__ out, NlmPadParams p)
 {
   const long long total = p.padSize[0] * p.padSize[1] * p.padSize[2] * p.padSize[3];
   for (long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; cell < total;
@@ -160,31 +184,19 @@ nlm_pad(const TIn * __restrict__ in, TIn * __restrict__ out, NlmPadParams p)
 #pragma unroll
     for (int k = 0; k < K; ++k)
     {
-      out[cell * K + k] = in[src * K + k];
+      out[cell * K + k] = static_cast<Real>(in[src * K + k]);
     }
   }
 }
 
-/** D(y) for the current shift: sum over channels of the squared difference, minus the noise term. */
-__device__ __forceinline__ Real
-PatchTerm(const TIn * __restrict__ y, Index tOff, Real noise)
-{
-  Real acc = 0;
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-  {
-    const Real diff = static_cast<Real>(y[k]) - static_cast<Real>(y[tOff * K + k]);
-    acc = (k == 0) ? diff * diff : acc + diff * diff;
-  }
-  return acc - noise;
-}
-
-extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const TIn * __restrict__ Y, TOut * __restrict__ out,
+extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out,
                                                           NlmFastParams p)
 {
   extern __shared__ double sharedRaw[];
   Real * bufA = reinterpret_cast<Real *>(sharedRaw);
-  Real * bufB = bufA + BOX;
+  Real * bufW = bufA + SIZE_A;
+  Real * bufB = bufW + SIZE_W; // 4D only, SIZE_B cells
+  (void)SIZE_B;
 
   // This block's tile.
   long long       tile = p.tileOffset + blockIdx.x;
@@ -195,9 +207,7 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const TIn * __restrict
   const long long c2 = tile % p.tiles[2];
   const long long c3 = tile / p.tiles[2];
   const long long lo[4] = { c0 * T0, c1 * T1, c2 * T2, c3 * T3 };
-
-  const int tx = threadIdx.x % BX;
-  const int ty = threadIdx.x / BX;
+  const int       tid = threadIdx.x;
 
   // Offsets into Y are taken relative to the cell of the tile's first voxel.
   const Index ys1 = static_cast<Index>(p.ySize[0]);
@@ -212,9 +222,10 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const TIn * __restrict
   {
     base += (lo[3] + E) * p.ySize[0] * p.ySize[1] * p.ySize[2];
   }
-  const TIn * Yt = Y + base * K;
-  const Real  norm = static_cast<Real>(p.norm);
-  const Real  noise = static_cast<Real>(p.noise);
+  const Real * Yt = Y + base * K;
+  const Real   norm = static_cast<Real>(p.norm);
+  const Real   invNorm = static_cast<Real>(p.invNorm);
+  const Real   noise = static_cast<Real>(p.noise);
 
   Real ws[VPT];
   Real rs[VPT][K];
@@ -250,116 +261,187 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const TIn * __restrict
           const int w2len = T2 + Iabs(t2);
           const int w3lo = -Imax(t3, 0);
           const int w3len = T3 + Iabs(t3);
-          const int wShift = t0 + t1 * M0 + t2 * M0 * M1 + t3 * M0 * M1 * M2;
-          Real *    wbuf = bufA;
+          const int wShift = t0 + t1 * MW0 + t2 * MW0 * MW1 + t3 * MW0 * MW1 * MW2;
           Real      w0 = 0;
           if (WIN == 0)
           {
-            w0 = Weight(Real(0), norm, alpha); // patch size 1: every raw distance is +0
+            w0 = Weight(Real(0), norm, invNorm, alpha); // patch size 1: every raw distance is +0
           }
           else
           {
-            // Pass A: D summed along axis 0 over the box (weight box along axis 0, patch-extended
-            // along the other used axes).
+            // Pass A: along axis 0. Rows of the box (weight box along axis 0, extended by the patch
+            // along the other used axes); each thread sums runs of RA cells from RA + EXT patch terms.
             const int L1 = w1len + EXT;
             const int L2 = (DIM > 2) ? w2len + EXT : 1;
             const int L3 = (DIM > 3) ? w3len + EXT : 1;
             const int o1 = w1lo - O + 1;
             const int o2 = (DIM > 2) ? w2lo - O + 1 : 0;
             const int o3 = (DIM > 3) ? w3lo - O + 1 : 0;
-            for (int r = ty; r < L1 * L2 * L3; r += BY)
+            const int dLen = w0len + EXT; // patch terms per row
+            for (int f = tid; f < RUNS * MA1 * MA2 * MA3; f += NT)
             {
-              const int   i1 = r % L1;
-              const int   q = r / L1;
-              const int   i2 = q % L2;
-              const int   i3 = q / L2;
-              const Index row = (o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1);
-              Real *      dst = bufA + i1 * M0 + i2 * M0 * M1 + i3 * M0 * M1 * M2;
-              for (int i0 = tx; i0 < w0len; i0 += BX)
+              const int run = f % RUNS;
+              const int q = f / RUNS;
+              const int i1 = q % MA1;
+              const int i2 = (q / MA1) % MA2;
+              const int i3 = q / (MA1 * MA2);
+              const int x0 = run * RA;
+              if (x0 >= w0len || i1 >= L1 || i2 >= L2 || i3 >= L3)
               {
-                const TIn * y = Yt + (row + i0) * K;
-                Real        acc = PatchTerm(y, tOff, noise);
+                continue;
+              }
+              const Real * y = Yt + ((o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + x0)) * K;
+              Real         d[RA + EXT];
+#pragma unroll
+              for (int j = 0; j < RA + EXT; ++j)
+              {
+                d[j] = (x0 + j < dLen) ? PatchTerm(y + j * K, tOff, noise) : Real(0);
+              }
+              Real * dst = bufA + x0 + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2;
+#pragma unroll
+              for (int r = 0; r < RA; ++r)
+              {
+                Real acc = d[r];
 #pragma unroll
                 for (int j = 1; j < WIN; ++j)
                 {
-                  acc = acc + PatchTerm(y + j * K, tOff, noise);
+                  acc = acc + d[r + j];
                 }
-                dst[i0] = acc;
+                if (x0 + r < w0len)
+                {
+                  dst[r] = acc;
+                }
               }
             }
             __syncthreads();
-            // Pass B: along axis 1 (and the weights, in 2D).
-            for (int r = ty; r < w1len * L2 * L3; r += BY)
+            if (DIM == 2)
             {
-              const int    i1 = r % w1len;
-              const int    q = r / w1len;
-              const int    i2 = q % L2;
-              const int    i3 = q / L2;
-              const int    at = i1 * M0 + i2 * M0 * M1 + i3 * M0 * M1 * M2;
-              const Real * src = bufA + at;
-              for (int i0 = tx; i0 < w0len; i0 += BX)
+              // Pass B: along axis 1, and the weights.
+              for (int f = tid; f < MW0 * MW1; f += NT)
               {
-                Real acc = src[i0];
+                const int i0 = f % MW0;
+                const int i1 = f / MW0;
+                if (i0 >= w0len || i1 >= w1len)
+                {
+                  continue;
+                }
+                const Real * a = bufA + i0 + i1 * MA0;
+                Real         acc = a[0];
 #pragma unroll
                 for (int j = 1; j < WIN; ++j)
                 {
-                  acc = acc + src[i0 + j * M0];
+                  acc = acc + a[j * MA0];
                 }
-                bufB[at + i0] = (DIM == 2) ? Weight(acc, norm, alpha) : acc;
+                bufW[i0 + i1 * MW0] = Weight(acc, norm, invNorm, alpha);
+              }
+            }
+            else if (DIM == 3)
+            {
+              // Pass B: along axis 1 from shared memory, then along axis 2 in registers while
+              // marching through the planes, and the weights.
+              for (int f = tid; f < MW0 * MW1; f += NT)
+              {
+                const int i0 = f % MW0;
+                const int i1 = f / MW0;
+                if (i0 >= w0len || i1 >= w1len)
+                {
+                  continue;
+                }
+                const Real * a = bufA + i0 + i1 * MA0;
+                Real *       w = bufW + i0 + i1 * MW0;
+                Real         ring[WIN > 0 ? WIN : 1];
+                for (int i2 = 0; i2 < L2; ++i2)
+                {
+                  Real acc = a[i2 * MA0 * MA1];
+#pragma unroll
+                  for (int j = 1; j < WIN; ++j)
+                  {
+                    acc = acc + a[i2 * MA0 * MA1 + j * MA0];
+                  }
+#pragma unroll
+                  for (int j = 0; j + 1 < WIN; ++j)
+                  {
+                    ring[j] = ring[j + 1];
+                  }
+                  ring[WIN - 1] = acc;
+                  if (i2 >= EXT)
+                  {
+                    Real raw = ring[0];
+#pragma unroll
+                    for (int j = 1; j < WIN; ++j)
+                    {
+                      raw = raw + ring[j];
+                    }
+                    w[(i2 - EXT) * MW0 * MW1] = Weight(raw, norm, invNorm, alpha);
+                  }
+                }
+              }
+            }
+            else
+            {
+              // 4D. Pass B: along axis 1, from shared memory.
+              for (int f = tid; f < MW0 * MW1 * MA2 * MA3; f += NT)
+              {
+                const int i0 = f % MW0;
+                const int q = f / MW0;
+                const int i1 = q % MW1;
+                const int i2 = (q / MW1) % MA2;
+                const int i3 = q / (MW1 * MA2);
+                if (i0 >= w0len || i1 >= w1len || i2 >= L2 || i3 >= L3)
+                {
+                  continue;
+                }
+                const Real * a = bufA + i0 + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2;
+                Real         acc = a[0];
+#pragma unroll
+                for (int j = 1; j < WIN; ++j)
+                {
+                  acc = acc + a[j * MA0];
+                }
+                bufB[i0 + i1 * MW0 + i2 * MW0 * MW1 + i3 * MW0 * MW1 * MA2] = acc;
+              }
+              __syncthreads();
+              // Pass C: along axis 2 from shared memory, along axis 3 in registers, and the weights.
+              for (int f = tid; f < MW0 * MW1 * MW2; f += NT)
+              {
+                const int i0 = f % MW0;
+                const int i1 = (f / MW0) % MW1;
+                const int i2 = f / (MW0 * MW1);
+                if (i0 >= w0len || i1 >= w1len || i2 >= w2len)
+                {
+                  continue;
+                }
+                const Real * b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
+                Real *       w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
+                Real         ring[WIN > 0 ? WIN : 1];
+                for (int i3 = 0; i3 < L3; ++i3)
+                {
+                  Real acc = b[i3 * MW0 * MW1 * MA2];
+#pragma unroll
+                  for (int j = 1; j < WIN; ++j)
+                  {
+                    acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
+                  }
+#pragma unroll
+                  for (int j = 0; j + 1 < WIN; ++j)
+                  {
+                    ring[j] = ring[j + 1];
+                  }
+                  ring[WIN - 1] = acc;
+                  if (i3 >= EXT)
+                  {
+                    Real raw = ring[0];
+#pragma unroll
+                    for (int j = 1; j < WIN; ++j)
+                    {
+                      raw = raw + ring[j];
+                    }
+                    w[(i3 - EXT) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, alpha);
+                  }
+                }
               }
             }
             __syncthreads();
-            wbuf = bufB;
-            if (DIM > 2)
-            {
-              // Pass C: along axis 2 (and the weights, in 3D).
-              for (int r = ty; r < w1len * w2len * L3; r += BY)
-              {
-                const int    i1 = r % w1len;
-                const int    q = r / w1len;
-                const int    i2 = q % w2len;
-                const int    i3 = q / w2len;
-                const int    at = i1 * M0 + i2 * M0 * M1 + i3 * M0 * M1 * M2;
-                const Real * src = bufB + at;
-                for (int i0 = tx; i0 < w0len; i0 += BX)
-                {
-                  Real acc = src[i0];
-#pragma unroll
-                  for (int j = 1; j < WIN; ++j)
-                  {
-                    acc = acc + src[i0 + j * M0 * M1];
-                  }
-                  bufA[at + i0] = (DIM == 3) ? Weight(acc, norm, alpha) : acc;
-                }
-              }
-              __syncthreads();
-              wbuf = bufA;
-            }
-            if (DIM > 3)
-            {
-              // Pass D: along axis 3 and the weights.
-              for (int r = ty; r < w1len * w2len * w3len; r += BY)
-              {
-                const int    i1 = r % w1len;
-                const int    q = r / w1len;
-                const int    i2 = q % w2len;
-                const int    i3 = q / w2len;
-                const int    at = i1 * M0 + i2 * M0 * M1 + i3 * M0 * M1 * M2;
-                const Real * src = bufA + at;
-                for (int i0 = tx; i0 < w0len; i0 += BX)
-                {
-                  Real acc = src[i0];
-#pragma unroll
-                  for (int j = 1; j < WIN; ++j)
-                  {
-                    acc = acc + src[i0 + j * M0 * M1 * M2];
-                  }
-                  bufB[at + i0] = Weight(acc, norm, alpha);
-                }
-              }
-              __syncthreads();
-              wbuf = bufB;
-            }
           }
 
           // Gather: centre term w(x,t) Y(x+t) and target term w(x-t,t) Y(x-t), in the contract's
@@ -369,33 +451,33 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const TIn * __restrict
 #pragma unroll
           for (int v = 0; v < VPT; ++v)
           {
-            const int x0 = tx;
-            const int x1 = ty + (v % VY) * BY;
-            const int x2 = (v / VY) % T2;
-            const int x3 = v / (VY * T2);
+            const int vox = tid + v * NT;
+            const int x0 = vox % T0;
+            const int x1 = (vox / T0) % T1;
+            const int x2 = (vox / (T0 * T1)) % T2;
+            const int x3 = vox / (T0 * T1 * T2);
             Real      wc = w0;
             Real      wt = w0;
             if (WIN > 0)
             {
-              const int at = (x0 - w0lo) + (x1 - w1lo) * M0 + (x2 - w2lo) * M0 * M1 + (x3 - w3lo) * M0 * M1 * M2;
-              wc = wbuf[at];
-              wt = wbuf[at - wShift];
+              const int at = (x0 - w0lo) + (x1 - w1lo) * MW0 + (x2 - w2lo) * MW0 * MW1 + (x3 - w3lo) * MW0 * MW1 * MW2;
+              wc = bufW[at];
+              wt = bufW[at - wShift];
             }
-            const TIn * y = Yt + (x0 + x1 * ys1 + x2 * ys2 + x3 * ys3) * K;
-            const TIn * yc = y + tOff * K;
-            const TIn * yt = y - tOff * K;
-            const Real  wa = targetFirst ? wt : wc;
-            const Real  wb = targetFirst ? wc : wt;
-            const TIn * ya = targetFirst ? yt : yc;
-            const TIn * yb = targetFirst ? yc : yt;
+            const Real * y = Yt + (x0 + x1 * ys1 + x2 * ys2 + x3 * ys3) * K;
+            const Real * yc = y + tOff * K;
+            const Real * yt = y - tOff * K;
+            const Real   wa = targetFirst ? wt : wc;
+            const Real   wb = targetFirst ? wc : wt;
+            const Real * ya = targetFirst ? yt : yc;
+            const Real * yb = targetFirst ? yc : yt;
             ws[v] = (ws[v] + wa) + wb;
 #pragma unroll
             for (int k = 0; k < K; ++k)
             {
-              rs[v][k] = (rs[v][k] + wa * static_cast<Real>(ya[k])) + wb * static_cast<Real>(yb[k]);
+              rs[v][k] = (rs[v][k] + wa * ya[k]) + wb * yb[k];
             }
           }
-          __syncthreads();
         }
       }
     }
@@ -405,10 +487,11 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const TIn * __restrict
 #pragma unroll
   for (int v = 0; v < VPT; ++v)
   {
-    const long long g0 = lo[0] + tx;
-    const long long g1 = lo[1] + ty + (v % VY) * BY;
-    const long long g2 = lo[2] + (v / VY) % T2;
-    const long long g3 = lo[3] + v / (VY * T2);
+    const int       vox = tid + v * NT;
+    const long long g0 = lo[0] + vox % T0;
+    const long long g1 = lo[1] + (vox / T0) % T1;
+    const long long g2 = lo[2] + (vox / (T0 * T1)) % T2;
+    const long long g3 = lo[3] + vox / (T0 * T1 * T2);
     if (g0 < p.outSize[0] && g1 < p.outSize[1] && g2 < p.outSize[2] && g3 < p.outSize[3])
     {
       const long long o = g0 + p.outSize[0] * (g1 + p.outSize[1] * (g2 + p.outSize[2] * g3));

@@ -189,7 +189,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
   {
     const auto input = Image<F3>({ 37, 29, 71 }, 1, 21);
     const auto cpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CPU);
-    for (const char * tile : { "16,16,8,1,16", "32,8,4,1,8", "8,8,8,1,8", "4,4,4,1,4", "16,16,16,1,16" })
+    for (const char * tile : { "32,8,8,1,256", "16,16,8,1,256", "32,16,8,1,512", "8,8,4,1,128", "4,4,4,1,64" })
     {
       SetEnv("CUDANONLOCALMEANS_TILE", tile);
       std::string info;

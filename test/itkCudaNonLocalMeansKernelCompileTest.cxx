@@ -70,29 +70,29 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
   // arithmetic, index width).
   struct Variant
   {
-    int  dim, k, s, d, t0, t1, t2, t3, by;
+    int  dim, k, s, d, t0, t1, t2, t3, threads;
     bool inDouble, outDouble, single, wide;
   };
   std::vector<Variant> variants = {
     // 2D tiles
-    { 2, 1, 7, 11, 32, 32, 1, 1, 8, false, false, false, false },
-    { 2, 3, 3, 5, 32, 16, 1, 1, 8, true, true, false, false },
-    { 2, 1, 1, 2, 16, 16, 1, 1, 8, false, true, false, false },
-    { 2, 2, 5, 4, 64, 16, 1, 1, 4, true, false, true, false },
-    { 2, 1, 3, 0, 8, 8, 1, 1, 8, false, false, false, true },
+    { 2, 1, 7, 11, 64, 32, 1, 1, 256, false, false, false, false },
+    { 2, 3, 3, 5, 32, 32, 1, 1, 256, true, true, false, false },
+    { 2, 1, 1, 2, 64, 16, 1, 1, 256, false, true, false, false },
+    { 2, 2, 5, 4, 32, 16, 1, 1, 256, true, false, true, false },
+    { 2, 1, 3, 0, 8, 8, 1, 1, 64, false, false, false, true },
     // 3D tiles
-    { 3, 1, 3, 3, 16, 16, 8, 1, 16, false, false, false, false },
-    { 3, 1, 3, 3, 16, 16, 8, 1, 16, true, true, false, false },
-    { 3, 1, 3, 3, 16, 16, 8, 1, 16, false, false, true, false },
-    { 3, 3, 3, 2, 16, 16, 4, 1, 16, false, false, false, false },
-    { 3, 1, 5, 2, 32, 8, 8, 1, 8, true, false, false, true },
-    { 3, 1, 7, 11, 8, 8, 4, 1, 8, false, false, false, false },
-    { 3, 2, 1, 1, 16, 8, 8, 1, 8, false, false, false, false },
-    { 3, 1, 3, 3, 8, 8, 8, 1, 8, true, true, true, false },
+    { 3, 1, 3, 3, 32, 8, 8, 1, 256, false, false, false, false },
+    { 3, 1, 3, 3, 16, 16, 8, 1, 256, true, true, false, false },
+    { 3, 1, 3, 3, 32, 16, 8, 1, 512, false, false, true, false },
+    { 3, 3, 3, 2, 32, 8, 4, 1, 256, false, false, false, false },
+    { 3, 1, 5, 2, 16, 8, 8, 1, 256, true, false, false, true },
+    { 3, 1, 7, 11, 8, 8, 4, 1, 128, false, false, false, false },
+    { 3, 2, 1, 1, 16, 16, 4, 1, 256, false, false, false, false },
+    { 3, 1, 3, 3, 4, 4, 4, 1, 64, true, true, true, false },
     // 4D tiles
-    { 4, 1, 3, 2, 8, 8, 4, 4, 8, true, true, false, false },
-    { 4, 2, 3, 1, 8, 4, 4, 4, 4, false, false, false, false },
-    { 4, 1, 5, 1, 4, 4, 4, 2, 4, false, true, true, true },
+    { 4, 1, 3, 2, 8, 8, 4, 4, 256, true, true, false, false },
+    { 4, 2, 3, 1, 16, 8, 4, 2, 256, false, false, false, false },
+    { 4, 1, 5, 1, 4, 4, 2, 2, 64, false, true, true, true },
   };
   if (quick)
   {
@@ -110,8 +110,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.Tile[1] = v.t1;
     c.Tile[2] = v.t2;
     c.Tile[3] = v.t3;
-    c.BlockX = v.t0;
-    c.BlockY = v.by;
+    c.ThreadCount = v.threads;
     c.InputDouble = v.inDouble;
     c.OutputDouble = v.outDouble;
     c.SinglePrecision = v.single;
@@ -123,6 +122,10 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
         const auto k = itk::nlm::CompileKernel(*nvrtc, c, arch);
         std::cout << "ok   " << k.Target << " " << c.Describe() << ": " << k.Image.size() << " bytes, "
                   << static_cast<int>(k.Milliseconds) << " ms" << std::endl;
+        if (std::getenv("CUDANONLOCALMEANS_NVRTC_OPTIONS") && !k.Log.empty())
+        {
+          std::cout << k.Log << std::endl;
+        }
       }
       catch (const itk::ExceptionObject & e)
       {
