@@ -364,28 +364,24 @@ ElementSize(ElementType t)
   return t == ElementType::Float32 ? sizeof(float) : sizeof(double);
 }
 
-/** Estimated cost per output voxel of a tile configuration (arbitrary units): the work of the
- * kernel's passes over every shift's boxes, and the occupancy its shared memory and threads allow. */
+/** Estimated time per output voxel of a kernel configuration (arbitrary units). The kernels are
+ * bound by the traffic through the SM's L1/shared-memory path, so this counts 8-byte accesses of
+ * every pass over every shift's boxes (plus the weights' arithmetic), divided by how much of the
+ * SM the configuration can keep busy. */
 double
 EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
 {
   const int    n = c.Dimension;
   const int    d = c.PatchDistance;
+  const int    K = c.Components;
   const int    win = c.PatchSize - 1;
   const int    ext = (win > 0) ? win - 1 : 0;
-  const double cD = 3.0 + 3.0 * c.Components; // one patch term: loads and arithmetic
-  const double cS = 2.0;                      // one shared-memory sum term
-  const double cW = 12.0;                     // one weight
-  const double cG = 8.0 + 6.0 * c.Components; // one voxel's two terms
-  const double cSync = 8.0 * c.Threads();     // a barrier, in thread-operations
-  double       voxels = 1.0;
-  for (int a = 0; a < n; ++a)
-  {
-    voxels *= c.Tile[a];
-  }
-  double total = 0.0;
-  long   shifts = 0;
-  int    lo[4] = { 0, 0, 0, 0 }, hi[4] = { 0, 0, 0, 0 };
+  const bool   rows = win > 0 && c.Tile[0] + d + ext <= 32 && c.Threads() % 32 == 0;
+  const double voxels = static_cast<double>(c.Tile[0]) * c.Tile[1] * c.Tile[2] * c.Tile[3];
+  const double vpt = voxels / c.Threads();
+  double       total = 0.0;
+  long         shifts = 0;
+  int          lo[4] = { 0, 0, 0, 0 }, hi[4] = { 0, 0, 0, 0 };
   for (int a = 0; a < n; ++a)
   {
     lo[a] = (a == 0) ? 0 : -d;
@@ -403,21 +399,29 @@ EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
             w[a] = (a < n) ? c.Tile[a] + std::abs(t[a]) : 1;
             e[a] = (a < n && a > 0) ? w[a] + ext : w[a];
           }
-          double cost = cG * voxels;
+          double cost = voxels * (1.0 + 2.0 * K) + voxels * 0.2 * (2 + 4 * K); // gather: loads, arithmetic
           if (win > 0)
           {
-            const double runs = std::ceil(w[0] / c.RunLength);
-            const double rows = e[1] * e[2] * e[3];
-            cost += rows * runs * (c.RunLength + ext) * cD; // pass A
-            cost += w[0] * w[1] * e[2] * e[3] * win * cS;   // pass B (and the axis-2 march in 3D)
-            cost += w[0] * w[1] * w[2] * w[3] * cW;         // weights
-            cost += cSync * ((n > 3) ? 3 : 2);
+            const double rowsA = e[1] * e[2] * e[3];
+            // Pass A: whole warps per row, or every cell evaluating its window.
+            cost += rows ? rowsA * 32.0 * (2.0 * K + 0.2 * (3 + 2 * K) + (win - 1) + 1.0)
+                         : rowsA * w[0] * (win * (2.0 * K + 0.2 * (3 + 2 * K)) + 1.0);
+            // Pass B: the window along axis 1 (segments of the march re-read ext planes), weights.
+            const double segments = (n == 3) ? c.ZSegments : 1;
+            cost += w[0] * w[1] * (e[2] + (segments - 1) * ext) * e[3] * win;
+            cost += w[0] * w[1] * w[2] * w[3] * (0.5 + 3.0);
+            // Barriers stall the block.
+            cost += 2.0 * c.Threads() * ((n > 3) ? 3 : 2);
           }
+          // Idle lanes in passes that cover the largest box.
           total += cost;
           ++shifts;
         }
+  const double registers = 40.0 + 2.0 * vpt * (K + 1);
   const int    threads = c.Threads();
-  const int    blocks = std::max(1, std::min(sharedPerSM / static_cast<int>(c.SharedBytes() + 1024), 2048 / threads));
+  const int    byShared = c.SharedBytes() ? sharedPerSM / static_cast<int>(c.SharedBytes() + 1024) : 32;
+  const int    byRegisters = static_cast<int>(65536.0 / (threads * registers));
+  const int    blocks = std::max(1, std::min(std::min(byShared, byRegisters), std::min(2048 / threads, 32)));
   const double occupancy = std::min(1.0, blocks * threads / 768.0);
   return total / shifts / voxels / occupancy;
 }
@@ -446,23 +450,90 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
   base.OutputDouble = p.OutputType == ElementType::Float64;
   base.SinglePrecision = p.SinglePrecision;
 
-  // Candidate tiles {T0, T1, T2, T3, threads}.
-  std::vector<std::vector<int>> candidates;
-  if (p.Dimension == 2)
+  // Candidates: tile extents, threads and (3D) segments of the march along axis 2. Along axis 0
+  // the preferred extent makes a row of patch terms fill one warp exactly.
+  const int        win = base.PatchSize - 1;
+  const int        ext = (win > 0) ? win - 1 : 0;
+  std::vector<int> t0s = { 8, 16, 32 };
+  const int        rowFit = (32 - p.PatchDistance - ext) / 4 * 4; // a row of terms fills a warp
+  if (rowFit >= 4 && std::find(t0s.begin(), t0s.end(), rowFit) == t0s.end())
   {
-    candidates = { { 64, 32, 1, 1, 256 }, { 32, 32, 1, 1, 256 }, { 64, 16, 1, 1, 256 }, { 32, 16, 1, 1, 256 },
-                   { 16, 16, 1, 1, 256 }, { 32, 8, 1, 1, 256 },  { 16, 8, 1, 1, 128 },  { 8, 8, 1, 1, 64 } };
+    t0s.push_back(rowFit);
   }
-  else if (p.Dimension == 3)
+  std::vector<std::vector<int>> candidates; // {T0, T1, T2, T3, threads, segments}
+  const std::vector<int>        threadCounts = { 64, 96, 128, 160, 192, 224, 256, 384, 448, 512 };
+  auto                          add = [&](int a, int b, int c, int d4) {
+    const int voxels = a * b * c * d4;
+    for (int threads : threadCounts)
+    {
+      if (voxels % threads != 0 || voxels / threads < 2 || (voxels / threads) * (base.Components + 1) > 32)
+      {
+        continue;
+      }
+      for (int segments : { 1, 2, 4 })
+      {
+        if (segments > 1 && (p.Dimension != 3 || segments > c))
+        {
+          continue;
+        }
+        candidates.push_back({ a, b, c, d4, threads, segments });
+      }
+    }
+  };
+  for (int a : t0s)
   {
-    candidates = { { 32, 8, 8, 1, 256 }, { 16, 16, 8, 1, 256 }, { 32, 16, 8, 1, 512 }, { 32, 8, 4, 1, 256 },
-                   { 16, 8, 8, 1, 256 }, { 16, 16, 4, 1, 256 }, { 8, 8, 8, 1, 256 },   { 16, 8, 4, 1, 128 },
-                   { 8, 8, 4, 1, 128 },  { 8, 4, 4, 1, 64 },    { 4, 4, 4, 1, 64 } };
+    if (p.Dimension == 2)
+    {
+      for (int b : { 8, 16, 32, 64 })
+      {
+        add(a, b, 1, 1);
+      }
+    }
+    else if (p.Dimension == 3)
+    {
+      for (int b : { 4, 8, 16 })
+      {
+        for (int c : { 4, 8, 16 })
+        {
+          add(a, b, c, 1);
+        }
+      }
+    }
+    else
+    {
+      for (int b : { 4, 8 })
+      {
+        for (int c : { 2, 4, 8 })
+        {
+          for (int d4 : { 2, 4 })
+          {
+            add(a, b, c, d4);
+          }
+        }
+      }
+    }
   }
-  else
+  if (candidates.empty())
   {
-    candidates = { { 8, 8, 4, 4, 256 }, { 16, 8, 4, 2, 256 }, { 8, 8, 4, 2, 256 }, { 8, 4, 4, 4, 128 },
-                   { 4, 4, 4, 4, 128 }, { 4, 4, 4, 2, 128 },  { 4, 4, 2, 2, 64 } };
+    candidates.push_back({ 8, 8, p.Dimension > 2 ? 4 : 1, p.Dimension > 3 ? 2 : 1, 64, 1 });
+  }
+  if (const char * env = std::getenv("CUDANONLOCALMEANS_TILE"))
+  {
+    std::vector<int>  v;
+    std::stringstream ss(env);
+    std::string       item;
+    while (std::getline(ss, item, ','))
+    {
+      v.push_back(std::atoi(item.c_str()));
+    }
+    if (v.size() == 5)
+    {
+      v.push_back(1);
+    }
+    if (v.size() == 6)
+    {
+      candidates = { v };
+    }
   }
   nlm::KernelConfig best = base;
   double            bestCost = std::numeric_limits<double>::infinity();
@@ -474,6 +545,7 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
       k.Tile[a] = c[static_cast<size_t>(a)];
     }
     k.ThreadCount = c[4];
+    k.ZSegments = c[5];
     if (k.SharedBytes() > static_cast<size_t>(sharedLimit) || k.Threads() > 1024)
     {
       continue;

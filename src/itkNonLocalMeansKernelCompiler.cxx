@@ -175,7 +175,7 @@ KernelConfig::Macros() const
     m.push_back("-DNLM_T" + std::to_string(a) + "=" + std::to_string(Tile[a]));
   }
   m.push_back("-DNLM_NT=" + std::to_string(ThreadCount));
-  m.push_back("-DNLM_RA=" + std::to_string(RunLength));
+  m.push_back("-DNLM_ZS=" + std::to_string(ZSegments));
   m.push_back(std::string("-DNLM_TIN=") + (InputDouble ? "double" : "float"));
   m.push_back(std::string("-DNLM_TOUT=") + (OutputDouble ? "double" : "float"));
   m.push_back(std::string("-DNLM_REAL=") + (SinglePrecision ? "float" : "double"));
@@ -206,7 +206,8 @@ KernelConfig::SharedBytes() const
   }
   const size_t weights = w[0] * w[1] * w[2] * w[3];
   const size_t b = (Dimension > 3) ? w[0] * w[1] * (w[2] + ext) * (w[3] + ext) : 0;
-  return (a + weights + b) * (SinglePrecision ? sizeof(float) : sizeof(double));
+  // Sums in the arithmetic type; weights in 4 bytes (the high word of a double, or a float).
+  return (a + b) * (SinglePrecision ? sizeof(float) : sizeof(double)) + weights * 4;
 }
 
 std::string
@@ -218,7 +219,7 @@ KernelConfig::Describe() const
   {
     os << "x" << Tile[a];
   }
-  os << " threads " << ThreadCount << " run " << RunLength << " " << (InputDouble ? "double" : "float") << "->"
+  os << " threads " << ThreadCount << " z-segments " << ZSegments << " " << (InputDouble ? "double" : "float") << "->"
      << (OutputDouble ? "double" : "float") << " arithmetic " << (SinglePrecision ? "float" : "double")
      << (WideIndex ? " wide-index" : "");
   return os.str();

@@ -41,7 +41,7 @@ struct KernelConfig
   int  PatchDistance{ 3 };
   int  Tile[4]{ 32, 8, 8, 1 };
   int  ThreadCount{ 256 }; // divides the tile's voxel count
-  int  RunLength{ 4 };     // cells per thread in the kernel's first pass
+  int  ZSegments{ 1 };     // segments of the kernel's march along axis 2 (3D)
   bool InputDouble{ false };
   bool OutputDouble{ false };
   bool SinglePrecision{ false }; // float arithmetic (opt-in, not bitwise)
@@ -62,7 +62,7 @@ struct KernelConfig
     return ThreadCount;
   }
 
-  /** "3D K1 s3 d3 tile 32x8x8 threads 256 run 4 float->float arithmetic double" */
+  /** "3D K1 s3 d3 tile 28x8x8 threads 256 z-segments 2 float->float arithmetic double" */
   std::string
   Describe() const;
 };

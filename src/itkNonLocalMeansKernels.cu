@@ -24,11 +24,13 @@
 // memory and registers, and every thread adds both terms of each of its voxels in the contract's
 // order.
 //
-// Per shift: pass A sums the patch terms D along axis 0 (each thread a run of NLM_RA cells of a
-// row, D values in registers); pass B sums along axis 1 from shared memory and, in 3D, along axis 2
-// in registers while marching through the planes, and turns the sums into weights; the gather adds
-// the two terms of every voxel. Two barriers per shift (three in 4D, where axis 2 is summed from
-// shared memory and axis 3 in registers).
+// Per shift: pass A sums the patch terms D along axis 0 (when a row of the box fits a warp, one
+// warp per row and the neighbours' terms through shuffles; otherwise each thread evaluates the terms
+// of its cell); pass B sums along axis 1 from shared memory and, in 3D, along axis 2 in registers
+// while marching through the planes (in NLM_ZS segments), and turns the sums into weights, kept as
+// the 32-bit high words of their doubles (the low words are zero); the gather adds the two terms of
+// every voxel. Two barriers per shift (three in 4D, where axis 2 is summed from shared memory and
+// axis 3 in registers).
 //
 // Configuration macros (set by the host):
 //   NLM_DIM        spatial dimensions, 2..4
@@ -37,7 +39,7 @@
 //   NLM_PD         patch distance
 //   NLM_T0..NLM_T3 tile extent per axis (1 for unused axes)
 //   NLM_NT         threads per block (divides the tile's voxel count)
-//   NLM_RA         cells per thread in pass A
+//   NLM_ZS         segments of the march along axis 2 in pass B (3D)
 //   NLM_TIN        element type of the uploaded input: float or double
 //   NLM_TOUT       element type of the output: float or double
 //   NLM_REAL       arithmetic type, also of the padded input: double (bitwise contract) or float
@@ -66,7 +68,7 @@ constexpr int T1 = NLM_T1;
 constexpr int T2 = NLM_T2;
 constexpr int T3 = NLM_T3;
 constexpr int NT = NLM_NT;
-constexpr int RA = NLM_RA;
+constexpr int ZS = NLM_ZS;
 constexpr int TV = T0 * T1 * T2 * T3;
 constexpr int VPT = TV / NT; // voxels per thread
 // Weight box (largest extent per axis) and the box summed along axis 0 only.
@@ -78,8 +80,10 @@ constexpr int MA0 = MW0;
 constexpr int MA1 = MW1 + EXT;
 constexpr int MA2 = (DIM > 2) ? MW2 + EXT : 1;
 constexpr int MA3 = (DIM > 3) ? MW3 + EXT : 1;
-constexpr int RUNS = (MA0 + RA - 1) / RA; // runs of pass A per row
-constexpr int SIZE_A = MA0 * MA1 * MA2 * MA3;
+constexpr int NWARPS = NT / 32;
+// Pass A by warp rows: every patch term of a row (T0 + PD + EXT of them at most) in one warp.
+constexpr bool ROWS = (WIN > 0) && (T0 + PD + EXT <= 32) && (NT % 32 == 0);
+constexpr int  SIZE_A = MA0 * MA1 * MA2 * MA3;
 constexpr int SIZE_W = MW0 * MW1 * MW2 * MW3;
 constexpr int SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed along axes 0 and 1
 
@@ -87,6 +91,15 @@ static_assert(DIM >= 2 && DIM <= 4, "2D, 3D or 4D");
 static_assert(DIM > 2 || (T2 == 1 && T3 == 1), "unused axes have extent 1");
 static_assert(DIM > 3 || T3 == 1, "unused axes have extent 1");
 static_assert(TV % NT == 0, "the threads divide the tile");
+// When the threads cover whole planes of the tile (axes 0 and 1), every thread keeps one column.
+constexpr bool COLUMNS = (NT % (T0 * T1) == 0);
+constexpr int  CSTEP = COLUMNS ? NT / (T0 * T1) : 1; // planes between a thread's voxels
+
+#if NLM_REAL_IS_FLOAT
+typedef float WeightStore; // float weights: stored as they are
+#else
+typedef unsigned int WeightStore; // double weights: their high 32 bits (the low 32 are zero)
+#endif
 
 __device__ __forceinline__ int
 Iabs(int v)
@@ -99,9 +112,9 @@ Imax(int a, int b)
   return a > b ? a : b;
 }
 
-/** Weight of a raw distance in the arithmetic type. */
-__device__ __forceinline__ Real
-Weight(Real raw, Real norm, Real invNorm, Real alpha)
+/** Weight of a raw distance, in its stored form. */
+__device__ __forceinline__ WeightStore
+Weight(Real raw, Real norm, Real invNorm, bool half)
 {
 #if NLM_REAL_IS_FLOAT
   const float dist = ((0.0f > raw) ? 0.0f : raw) * invNorm;
@@ -113,10 +126,43 @@ Weight(Real raw, Real norm, Real invNorm, Real alpha)
   // value (a double with 20 mantissa bits) is exactly representable as a float.
   const int      i = __float2int_rz(static_cast<float>(itk::nlm::kExpA) * -dist) + itk::nlm::kExpBC;
   const unsigned bits = (static_cast<unsigned>(i) - (896u << 20)) << 3;
-  return alpha * __uint_as_float(bits);
+  return (half ? 0.5f : 1.0f) * __uint_as_float(bits);
 #else
-  return itk::nlm::FastModeWeightNoDivision(raw, norm, invNorm, alpha);
+  return itk::nlm::FastModeWeightHighWordNoDivision(raw, norm, invNorm, half);
 #endif
+}
+
+/** A stored weight as a number. */
+__device__ __forceinline__ Real
+Unpack(WeightStore w)
+{
+#if NLM_REAL_IS_FLOAT
+  return w;
+#else
+  return __hiloint2double(static_cast<int>(w), 0);
+#endif
+}
+
+/** Tile coordinates of a thread's v-th voxel. */
+__device__ __forceinline__ void
+VoxelOf(int tid, int v, int & x0, int & x1, int & x2, int & x3)
+{
+  if (COLUMNS)
+  {
+    x0 = tid % T0;
+    x1 = (tid / T0) % T1;
+    const int plane = tid / (T0 * T1) + v * CSTEP;
+    x2 = plane % T2;
+    x3 = plane / T2;
+  }
+  else
+  {
+    const int vox = tid + v * NT;
+    x0 = vox % T0;
+    x1 = (vox / T0) % T1;
+    x2 = (vox / (T0 * T1)) % T2;
+    x3 = vox / (T0 * T1 * T2);
+  }
 }
 
 /** D(y) for the current shift: sum over channels of the squared difference, minus the noise term. */
@@ -189,14 +235,16 @@ nlm_pad(const TIn * __restrict__ in, Real * __restrict__ out, NlmPadParams p)
   }
 }
 
-extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out,
+#ifndef NLM_MINBLOCKS
+#  define NLM_MINBLOCKS 1
+#endif
+extern "C" __global__ void __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out,
                                                           NlmFastParams p)
 {
   extern __shared__ double sharedRaw[];
-  Real * bufA = reinterpret_cast<Real *>(sharedRaw);
-  Real * bufW = bufA + SIZE_A;
-  Real * bufB = bufW + SIZE_W; // 4D only, SIZE_B cells
-  (void)SIZE_B;
+  Real *        bufA = reinterpret_cast<Real *>(sharedRaw);
+  Real *        bufB = bufA + SIZE_A; // 4D only, SIZE_B cells
+  WeightStore * bufW = reinterpret_cast<WeightStore *>(bufB + SIZE_B);
 
   // This block's tile.
   long long       tile = p.tileOffset + blockIdx.x;
@@ -208,6 +256,8 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
   const long long c3 = tile / p.tiles[2];
   const long long lo[4] = { c0 * T0, c1 * T1, c2 * T2, c3 * T3 };
   const int       tid = threadIdx.x;
+  const int       lane = tid % 32;
+  const int       warp = tid / 32;
 
   // Offsets into Y are taken relative to the cell of the tile's first voxel.
   const Index ys1 = static_cast<Index>(p.ySize[0]);
@@ -248,9 +298,10 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
     {
       for (int t1 = -PD; t1 <= PD; ++t1)
       {
+#pragma unroll 1
         for (int t0 = 0; t0 <= PD; ++t0)
         {
-          const Real  alpha = (t0 == 0) ? Real(0.5) : Real(1.0);
+          const bool  half = (t0 == 0); // alpha = 0.5 on the t0 == 0 plane
           const Index tOff = t0 + t1 * ys1 + t2 * ys2 + t3 * ys3;
           // Weight box: the tile and the tile shifted by -t.
           const int w0lo = -t0;
@@ -262,15 +313,15 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
           const int w3lo = -Imax(t3, 0);
           const int w3len = T3 + Iabs(t3);
           const int wShift = t0 + t1 * MW0 + t2 * MW0 * MW1 + t3 * MW0 * MW1 * MW2;
-          Real      w0 = 0;
+          WeightStore w0 = 0;
           if (WIN == 0)
           {
-            w0 = Weight(Real(0), norm, invNorm, alpha); // patch size 1: every raw distance is +0
+            w0 = Weight(Real(0), norm, invNorm, half); // patch size 1: every raw distance is +0
           }
           else
           {
-            // Pass A: along axis 0. Rows of the box (weight box along axis 0, extended by the patch
-            // along the other used axes); each thread sums runs of RA cells from RA + EXT patch terms.
+            // Pass A: along axis 0, over the rows of the box (weight box along axis 0, extended by
+            // the patch along the other used axes).
             const int L1 = w1len + EXT;
             const int L2 = (DIM > 2) ? w2len + EXT : 1;
             const int L3 = (DIM > 3) ? w3len + EXT : 1;
@@ -278,39 +329,54 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
             const int o2 = (DIM > 2) ? w2lo - O + 1 : 0;
             const int o3 = (DIM > 3) ? w3lo - O + 1 : 0;
             const int dLen = w0len + EXT; // patch terms per row
-            for (int f = tid; f < RUNS * MA1 * MA2 * MA3; f += NT)
+            if (ROWS)
             {
-              const int run = f % RUNS;
-              const int q = f / RUNS;
-              const int i1 = q % MA1;
-              const int i2 = (q / MA1) % MA2;
-              const int i3 = q / (MA1 * MA2);
-              const int x0 = run * RA;
-              if (x0 >= w0len || i1 >= L1 || i2 >= L2 || i3 >= L3)
+              // One warp per row; lane l holds the term at l and takes its right neighbours' terms
+              // by shuffles, in the contract's order.
+              for (int r = warp; r < MA1 * MA2 * MA3; r += NWARPS)
               {
-                continue;
-              }
-              const Real * y = Yt + ((o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + x0)) * K;
-              Real         d[RA + EXT];
-#pragma unroll
-              for (int j = 0; j < RA + EXT; ++j)
-              {
-                d[j] = (x0 + j < dLen) ? PatchTerm(y + j * K, tOff, noise) : Real(0);
-              }
-              Real * dst = bufA + x0 + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2;
-#pragma unroll
-              for (int r = 0; r < RA; ++r)
-              {
-                Real acc = d[r];
+                const int i1 = r % MA1;
+                const int i2 = (r / MA1) % MA2;
+                const int i3 = r / (MA1 * MA2);
+                if (i1 >= L1 || i2 >= L2 || i3 >= L3)
+                {
+                  continue; // uniform across the warp
+                }
+                const Real * y = Yt + ((o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + lane)) * K;
+                const Real   term = (lane < dLen) ? PatchTerm(y, tOff, noise) : Real(0);
+                Real         acc = term;
 #pragma unroll
                 for (int j = 1; j < WIN; ++j)
                 {
-                  acc = acc + d[r + j];
+                  acc = acc + __shfl_down_sync(0xffffffffu, term, j);
                 }
-                if (x0 + r < w0len)
+                if (lane < w0len)
                 {
-                  dst[r] = acc;
+                  bufA[lane + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2] = acc;
                 }
+              }
+            }
+            else
+            {
+              // Each thread evaluates the terms of its cell.
+              for (int f = tid; f < MA0 * MA1 * MA2 * MA3; f += NT)
+              {
+                const int i0 = f % MA0;
+                const int i1 = (f / MA0) % MA1;
+                const int i2 = (f / (MA0 * MA1)) % MA2;
+                const int i3 = f / (MA0 * MA1 * MA2);
+                if (i0 >= w0len || i1 >= L1 || i2 >= L2 || i3 >= L3)
+                {
+                  continue;
+                }
+                const Real * y = Yt + ((o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + i0)) * K;
+                Real         acc = PatchTerm(y, tOff, noise);
+#pragma unroll
+                for (int j = 1; j < WIN; ++j)
+                {
+                  acc = acc + PatchTerm(y + j * K, tOff, noise);
+                }
+                bufA[f] = acc;
               }
             }
             __syncthreads();
@@ -332,25 +398,28 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
                 {
                   acc = acc + a[j * MA0];
                 }
-                bufW[i0 + i1 * MW0] = Weight(acc, norm, invNorm, alpha);
+                bufW[i0 + i1 * MW0] = Weight(acc, norm, invNorm, half);
               }
             }
             else if (DIM == 3)
             {
               // Pass B: along axis 1 from shared memory, then along axis 2 in registers while
-              // marching through the planes, and the weights.
-              for (int f = tid; f < MW0 * MW1; f += NT)
+              // marching through the planes of one of ZS segments, and the weights.
+              const int seg = (w2len + ZS - 1) / ZS;
+              for (int f = tid; f < MW0 * MW1 * ZS; f += NT)
               {
                 const int i0 = f % MW0;
-                const int i1 = f / MW0;
-                if (i0 >= w0len || i1 >= w1len)
+                const int i1 = (f / MW0) % MW1;
+                const int zlo = (f / (MW0 * MW1)) * seg;
+                const int zhi = min(w2len, zlo + seg);
+                if (i0 >= w0len || i1 >= w1len || zlo >= zhi)
                 {
                   continue;
                 }
-                const Real * a = bufA + i0 + i1 * MA0;
-                Real *       w = bufW + i0 + i1 * MW0;
-                Real         ring[WIN > 0 ? WIN : 1];
-                for (int i2 = 0; i2 < L2; ++i2)
+                const Real *  a = bufA + i0 + i1 * MA0;
+                WeightStore * w = bufW + i0 + i1 * MW0;
+                Real          ring[WIN > 0 ? WIN : 1];
+                for (int i2 = zlo; i2 < zhi + EXT; ++i2)
                 {
                   Real acc = a[i2 * MA0 * MA1];
 #pragma unroll
@@ -364,7 +433,7 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
                     ring[j] = ring[j + 1];
                   }
                   ring[WIN - 1] = acc;
-                  if (i2 >= EXT)
+                  if (i2 >= zlo + EXT)
                   {
                     Real raw = ring[0];
 #pragma unroll
@@ -372,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
                     {
                       raw = raw + ring[j];
                     }
-                    w[(i2 - EXT) * MW0 * MW1] = Weight(raw, norm, invNorm, alpha);
+                    w[(i2 - EXT) * MW0 * MW1] = Weight(raw, norm, invNorm, half);
                   }
                 }
               }
@@ -411,8 +480,8 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
                 {
                   continue;
                 }
-                const Real * b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
-                Real *       w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
+                const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
+                WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
                 Real         ring[WIN > 0 ? WIN : 1];
                 for (int i3 = 0; i3 < L3; ++i3)
                 {
@@ -436,7 +505,7 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
                     {
                       raw = raw + ring[j];
                     }
-                    w[(i3 - EXT) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, alpha);
+                    w[(i3 - EXT) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
                   }
                 }
               }
@@ -451,18 +520,15 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
 #pragma unroll
           for (int v = 0; v < VPT; ++v)
           {
-            const int vox = tid + v * NT;
-            const int x0 = vox % T0;
-            const int x1 = (vox / T0) % T1;
-            const int x2 = (vox / (T0 * T1)) % T2;
-            const int x3 = vox / (T0 * T1 * T2);
-            Real      wc = w0;
-            Real      wt = w0;
+            int x0, x1, x2, x3;
+            VoxelOf(tid, v, x0, x1, x2, x3);
+            Real wc = Unpack(w0);
+            Real      wt = wc;
             if (WIN > 0)
             {
               const int at = (x0 - w0lo) + (x1 - w1lo) * MW0 + (x2 - w2lo) * MW0 * MW1 + (x3 - w3lo) * MW0 * MW1 * MW2;
-              wc = bufW[at];
-              wt = bufW[at - wShift];
+              wc = Unpack(bufW[at]);
+              wt = Unpack(bufW[at - wShift]);
             }
             const Real * y = Yt + (x0 + x1 * ys1 + x2 * ys2 + x3 * ys3) * K;
             const Real * yc = y + tOff * K;
@@ -487,11 +553,12 @@ extern "C" __global__ void __launch_bounds__(NT) nlm_fast(const Real * __restric
 #pragma unroll
   for (int v = 0; v < VPT; ++v)
   {
-    const int       vox = tid + v * NT;
-    const long long g0 = lo[0] + vox % T0;
-    const long long g1 = lo[1] + (vox / T0) % T1;
-    const long long g2 = lo[2] + (vox / (T0 * T1)) % T2;
-    const long long g3 = lo[3] + vox / (T0 * T1 * T2);
+    int x0, x1, x2, x3;
+    VoxelOf(tid, v, x0, x1, x2, x3);
+    const long long g0 = lo[0] + x0;
+    const long long g1 = lo[1] + x1;
+    const long long g2 = lo[2] + x2;
+    const long long g3 = lo[3] + x3;
     if (g0 < p.outSize[0] && g1 < p.outSize[1] && g2 < p.outSize[2] && g3 < p.outSize[3])
     {
       const long long o = g0 + p.outSize[0] * (g1 + p.outSize[1] * (g2 + p.outSize[2] * g3));

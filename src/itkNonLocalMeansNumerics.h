@@ -96,23 +96,39 @@ FastModeWeight(double raw, double norm, double alpha)
   return (dist > kDistanceCutoff) ? 0.0 : alpha * FastExp(-dist);
 }
 
-/** The same value as FastModeWeight(raw, norm, alpha), bit for bit, for every raw, but with a
- * multiplication by `invNorm` (the double nearest 1/norm) instead of the division and without a
- * float-to-int conversion; the exact path is taken only when the approximate quotient is within a
- * relative 2^-44 of the cutoff or of a point where the truncation to int32 changes (the error of
- * the approximation is below 5 * 2^-53 relative, so outside that band both paths agree). */
-ITK_NLM_HOST_DEVICE double
-FastModeWeightNoDivision(double raw, double norm, double invNorm, double alpha)
+/** FastModeWeight as the high 32 bits of its value (its low 32 bits are always zero, and 0 stands
+ * for a zero weight), so that a weight takes 4 bytes. `half` is alpha == 0.5: fe values are
+ * normal numbers, so halving them decrements the exponent field. */
+ITK_NLM_HOST_DEVICE unsigned int
+FastModeWeightHighWord(double raw, double norm, bool half)
 {
-  const double m = CythonMax(raw, 0.0);
+  const double dist = CythonMax(raw, 0.0) / norm;
+  if (dist > kDistanceCutoff)
+  {
+    return 0u;
+  }
+  const int i = static_cast<int>(kExpA * -dist);
+  return static_cast<unsigned int>(i) + static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
+}
+
+/** The same high word as FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw, but
+ * with a multiplication by `invNorm` (the double nearest 1/norm) instead of the division and without
+ * a float-to-int conversion. The exact path is taken only when the approximate quotient is within a
+ * relative 2^-44 of the cutoff or of a point where the truncation to int32 changes: the error of the
+ * approximation is below 5 * 2^-53 relative, so outside that band both paths agree. */
+ITK_NLM_HOST_DEVICE unsigned int
+FastModeWeightHighWordNoDivision(double raw, double norm, double invNorm, bool half)
+{
+  const unsigned int halve = half ? (1u << 20) : 0u;
+  const double       m = CythonMax(raw, 0.0);
   if (m == 0.0)
   {
-    return alpha * DoubleFromHighWord(static_cast<unsigned int>(kExpBC)); // fe(-0) == fe(0)
+    return static_cast<unsigned int>(kExpBC) - halve; // fe(-0) == fe(0)
   }
   const double q = m * invNorm;
   if (q > kDistanceCutoff * (1.0 + 0x1p-44))
   {
-    return 0.0;
+    return 0u;
   }
   const double p = kExpA * -q;
   // Nearest integer of p (|p| < 2^51) by adding and subtracting 1.5 * 2^52; exact.
@@ -122,7 +138,7 @@ FastModeWeightNoDivision(double raw, double norm, double invNorm, double alpha)
   const double margin = -p * 0x1p-44;
   if (!(q < kDistanceCutoff * (1.0 - 0x1p-44)) || !(e > margin || e < -margin))
   {
-    return FastModeWeight(raw, norm, alpha); // too close to call, or NaN
+    return FastModeWeightHighWord(raw, norm, half); // too close to call, or NaN
   }
 #if defined(__CUDA_ARCH__)
   const int low = __double2loint(shifted);
@@ -133,7 +149,7 @@ FastModeWeightNoDivision(double raw, double norm, double invNorm, double alpha)
 #endif
   // Truncation toward zero of a negative number is its ceiling.
   const int i = low + ((e > 0.0) ? 1 : 0);
-  return alpha * DoubleFromHighWord(static_cast<unsigned int>(i) + static_cast<unsigned int>(kExpBC));
+  return static_cast<unsigned int>(i) + static_cast<unsigned int>(kExpBC) - halve;
 }
 
 /** Whether a shift is lexicographically positive (first non-zero component, outermost axis

@@ -70,29 +70,29 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
   // arithmetic, index width).
   struct Variant
   {
-    int  dim, k, s, d, t0, t1, t2, t3, threads;
+    int  dim, k, s, d, t0, t1, t2, t3, threads, segments;
     bool inDouble, outDouble, single, wide;
   };
   std::vector<Variant> variants = {
     // 2D tiles
-    { 2, 1, 7, 11, 64, 32, 1, 1, 256, false, false, false, false },
-    { 2, 3, 3, 5, 32, 32, 1, 1, 256, true, true, false, false },
-    { 2, 1, 1, 2, 64, 16, 1, 1, 256, false, true, false, false },
-    { 2, 2, 5, 4, 32, 16, 1, 1, 256, true, false, true, false },
-    { 2, 1, 3, 0, 8, 8, 1, 1, 64, false, false, false, true },
+    { 2, 1, 7, 11, 16, 32, 1, 1, 128, 1, false, false, false, false },
+    { 2, 3, 3, 5, 24, 16, 1, 1, 128, 1, true, true, false, false },
+    { 2, 1, 1, 2, 32, 16, 1, 1, 256, 1, false, true, false, false },
+    { 2, 2, 5, 4, 32, 16, 1, 1, 128, 1, true, false, true, false },
+    { 2, 1, 3, 0, 8, 8, 1, 1, 32, 1, false, false, false, true },
     // 3D tiles
-    { 3, 1, 3, 3, 32, 8, 8, 1, 256, false, false, false, false },
-    { 3, 1, 3, 3, 16, 16, 8, 1, 256, true, true, false, false },
-    { 3, 1, 3, 3, 32, 16, 8, 1, 512, false, false, true, false },
-    { 3, 3, 3, 2, 32, 8, 4, 1, 256, false, false, false, false },
-    { 3, 1, 5, 2, 16, 8, 8, 1, 256, true, false, false, true },
-    { 3, 1, 7, 11, 8, 8, 4, 1, 128, false, false, false, false },
-    { 3, 2, 1, 1, 16, 16, 4, 1, 256, false, false, false, false },
-    { 3, 1, 3, 3, 4, 4, 4, 1, 64, true, true, true, false },
+    { 3, 1, 3, 3, 28, 8, 8, 1, 224, 2, false, false, false, false },
+    { 3, 1, 3, 3, 16, 16, 8, 1, 256, 1, true, true, false, false },
+    { 3, 1, 3, 3, 28, 16, 8, 1, 512, 4, false, false, true, false },
+    { 3, 3, 3, 2, 28, 8, 4, 1, 224, 1, false, false, false, false },
+    { 3, 1, 5, 2, 16, 8, 8, 1, 256, 2, true, false, false, true },
+    { 3, 1, 7, 11, 16, 8, 4, 1, 128, 1, false, false, false, false },
+    { 3, 2, 1, 1, 16, 16, 4, 1, 256, 1, false, false, false, false },
+    { 3, 1, 3, 3, 8, 8, 8, 1, 128, 4, true, true, true, false },
     // 4D tiles
-    { 4, 1, 3, 2, 8, 8, 4, 4, 256, true, true, false, false },
-    { 4, 2, 3, 1, 16, 8, 4, 2, 256, false, false, false, false },
-    { 4, 1, 5, 1, 4, 4, 2, 2, 64, false, true, true, true },
+    { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false },
+    { 4, 2, 3, 1, 16, 8, 4, 2, 256, 1, false, false, false, false },
+    { 4, 1, 5, 1, 8, 4, 2, 2, 32, 1, false, true, true, true },
   };
   if (quick)
   {
@@ -111,6 +111,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.Tile[2] = v.t2;
     c.Tile[3] = v.t3;
     c.ThreadCount = v.threads;
+    c.ZSegments = v.segments;
     c.InputDouble = v.inDouble;
     c.OutputDouble = v.outDouble;
     c.SinglePrecision = v.single;

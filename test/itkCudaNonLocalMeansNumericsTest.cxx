@@ -102,17 +102,20 @@ itkCudaNonLocalMeansNumericsTest(int, char *[])
   Check(std::isnan(CythonMax(std::numeric_limits<double>::quiet_NaN(), 0.0)), "max(NaN, 0) is NaN");
   Check(std::signbit(CythonMax(-0.0, 0.0)), "max(-0.0, 0.0) is -0.0");
 
-  // The division-free weight equals the weight with the division, bit for bit.
+  // The weight as a high word, with and without the division, equals the weight with the division,
+  // bit for bit.
   std::mt19937_64                        engine(20261130);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   long                                   compared = 0;
   auto                                   compare = [&](double raw, double norm, double alpha) {
     const double expected = FastModeWeight(raw, norm, alpha);
-    const double got = FastModeWeightNoDivision(raw, norm, 1.0 / norm, alpha);
+    const double exact = DoubleFromHighWord(FastModeWeightHighWord(raw, norm, alpha == 0.5));
+    const double fast = DoubleFromHighWord(FastModeWeightHighWordNoDivision(raw, norm, 1.0 / norm, alpha == 0.5));
     ++compared;
-    if (!SameBits(expected, got))
+    if (!SameBits(expected, exact) || !SameBits(expected, fast))
     {
-      std::cout << "FAIL raw " << raw << " norm " << norm << ": " << expected << " vs " << got << std::endl;
+      std::cout << "FAIL raw " << raw << " norm " << norm << ": " << expected << " vs " << exact << " and " << fast
+                << std::endl;
       ++failures;
     }
   };
