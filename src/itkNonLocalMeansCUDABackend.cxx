@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -364,10 +365,11 @@ ElementSize(ElementType t)
   return t == ElementType::Float32 ? sizeof(float) : sizeof(double);
 }
 
-/** Estimated time per output voxel of a kernel configuration (arbitrary units). The kernels are
- * bound by the traffic through the SM's L1/shared-memory path, so this counts 8-byte accesses of
- * every pass over every shift's boxes (plus the weights' arithmetic), divided by how much of the
- * SM the configuration can keep busy. */
+/** Estimated time per output voxel of a kernel configuration (arbitrary units): the warp
+ * instructions of the kernel's passes over every shift's boxes, divided by the instruction issue
+ * rate the configuration's occupancy allows (measured on an H200: about 0.095 warp instructions
+ * per cycle and resident warp, up to about 3.2). Registers per thread are estimated from the
+ * voxels each thread accumulates (measured with ptxas: about 64 + 12 per voxel and component pair). */
 double
 EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
 {
@@ -399,31 +401,34 @@ EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
             w[a] = (a < n) ? c.Tile[a] + std::abs(t[a]) : 1;
             e[a] = (a < n && a > 0) ? w[a] + ext : w[a];
           }
-          double cost = voxels * (1.0 + 2.0 * K) + voxels * 0.2 * (2 + 4 * K); // gather: loads, arithmetic
+          double instructions = voxels / 32.0 * (8.0 + 6.0 * K); // gather
           if (win > 0)
           {
             const double rowsA = e[1] * e[2] * e[3];
-            // Pass A: whole warps per row, or every cell evaluating its window.
-            cost += rows ? rowsA * 32.0 * (2.0 * K + 0.2 * (3 + 2 * K) + (win - 1) + 1.0)
-                         : rowsA * w[0] * (win * (2.0 * K + 0.2 * (3 + 2 * K)) + 1.0);
-            // Pass B: the window along axis 1 (segments of the march re-read ext planes), weights.
+            instructions +=
+              rows ? rowsA * (18.0 + 3.0 * K + 2.0 * (win - 1)) : rowsA * w[0] / 32.0 * (12.0 + win * (6.0 + 3.0 * K));
             const double segments = (n == 3) ? c.ZSegments : 1;
-            cost += w[0] * w[1] * (e[2] + (segments - 1) * ext) * e[3] * win;
-            cost += w[0] * w[1] * w[2] * w[3] * (0.5 + 3.0);
-            // Barriers stall the block.
-            cost += 2.0 * c.Threads() * ((n > 3) ? 3 : 2);
+            const double columns = w[0] * w[1] * ((n > 3) ? w[2] : 1.0);
+            const double steps = (n == 3) ? e[2] + (segments - 1) * ext : ((n > 3) ? e[3] : 1.0);
+            instructions += std::ceil(columns * segments / c.Threads()) * c.Threads() / 32.0 * steps / segments *
+                            (8.0 + 2.0 * win);                               // pass B, whole rounds of the block
+            instructions += w[0] * w[1] * w[2] * w[3] / 32.0 * 22.0;         // weights
+            instructions += (c.Threads() / 32.0) * 20.0 * ((n > 3) ? 3 : 2); // barriers
           }
-          // Idle lanes in passes that cover the largest box.
-          total += cost;
+          total += instructions;
           ++shifts;
         }
-  const double registers = 40.0 + 2.0 * vpt * (K + 1);
+  const double registers = 64.0 + 12.0 * vpt * (K + 1) / 2.0;
   const int    threads = c.Threads();
   const int    byShared = c.SharedBytes() ? sharedPerSM / static_cast<int>(c.SharedBytes() + 1024) : 32;
-  const int    byRegisters = static_cast<int>(65536.0 / (threads * registers));
-  const int    blocks = std::max(1, std::min(std::min(byShared, byRegisters), std::min(2048 / threads, 32)));
-  const double occupancy = std::min(1.0, blocks * threads / 768.0);
-  return total / shifts / voxels / occupancy;
+  const int    byRegisters = static_cast<int>(65536.0 / (threads * std::min(255.0, registers)));
+  const int    blocks = std::min(std::min(byShared, byRegisters), std::min(2048 / threads, 32));
+  if (blocks < 1 || registers > 255.0)
+  {
+    return std::numeric_limits<double>::infinity();
+  }
+  const double issueRate = std::min(3.2, 0.095 * blocks * threads / 32.0);
+  return total / shifts / voxels / issueRate;
 }
 } // namespace
 
@@ -438,8 +443,9 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
 {
   std::string   why;
   DeviceState * state = DeviceState::Get(why);
-  const int     sharedLimit = state ? state->sharedPerBlockOptin : 48 * 1024;
-  const int     sharedPerSM = state ? state->sharedPerSM : 64 * 1024;
+  // Without a device (offline planning) assume a Hopper GPU's limits.
+  const int sharedLimit = state ? state->sharedPerBlockOptin : 227 * 1024;
+  const int sharedPerSM = state ? state->sharedPerSM : 228 * 1024;
 
   nlm::KernelConfig base;
   base.Dimension = static_cast<int>(p.Dimension);
@@ -551,6 +557,10 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
       continue;
     }
     const double cost = EstimateCost(k, sharedPerSM);
+    if (std::getenv("CUDANONLOCALMEANS_LIST_CONFIGURATIONS"))
+    {
+      std::cout << "configuration " << k.Describe() << ": estimated cost " << cost << std::endl;
+    }
     if (cost < bestCost)
     {
       bestCost = cost;

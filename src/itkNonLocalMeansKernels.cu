@@ -165,6 +165,64 @@ VoxelOf(int tid, int v, int & x0, int & x1, int & x2, int & x3)
   }
 }
 
+/** Adds, for each of the thread's voxels x, the centre term w(x,t) Y(x+t) and the target term
+ * w(x-t,t) Y(x-t): the target term first when t is lexicographically positive (TargetFirst). */
+template <bool TargetFirst>
+__device__ __forceinline__ void
+Gather(int                 tid,
+       const Real *        Yt,
+       Index               tOff,
+       Index               ys1,
+       Index               ys2,
+       Index               ys3,
+       const WeightStore * bufW,
+       WeightStore         w0,
+       int                 w0lo,
+       int                 w1lo,
+       int                 w2lo,
+       int                 w3lo,
+       int                 wShift,
+       Real (&ws)[VPT],
+       Real (&rs)[VPT][K])
+{
+#pragma unroll
+  for (int v = 0; v < VPT; ++v)
+  {
+    int x0, x1, x2, x3;
+    VoxelOf(tid, v, x0, x1, x2, x3);
+    Real wc = Unpack(w0);
+    Real wt = wc;
+    if (WIN > 0)
+    {
+      const int aw = (x0 - w0lo) + (x1 - w1lo) * MW0 + (x2 - w2lo) * MW0 * MW1 + (x3 - w3lo) * MW0 * MW1 * MW2;
+      wc = Unpack(bufW[aw]);
+      wt = Unpack(bufW[aw - wShift]);
+    }
+    // Integer offsets rather than pointers: one register per voxel where the compiler keeps them.
+    const Index at = (x0 + x1 * ys1 + x2 * ys2 + x3 * ys3) * K;
+    const Index ac = at + tOff * K;
+    const Index aT = at - tOff * K;
+    if (TargetFirst)
+    {
+      ws[v] = (ws[v] + wt) + wc;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[v][k] = (rs[v][k] + wt * Yt[aT + k]) + wc * Yt[ac + k];
+      }
+    }
+    else
+    {
+      ws[v] = (ws[v] + wc) + wt;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[v][k] = (rs[v][k] + wc * Yt[ac + k]) + wt * Yt[aT + k];
+      }
+    }
+  }
+}
+
 /** D(y) for the current shift: sum over channels of the squared difference, minus the noise term. */
 __device__ __forceinline__ Real
 PatchTerm(const Real * __restrict__ y, Index tOff, Real noise)
@@ -333,26 +391,45 @@ extern "C" __global__ void __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const R
             {
               // One warp per row; lane l holds the term at l and takes its right neighbours' terms
               // by shuffles, in the contract's order.
-              for (int r = warp; r < MA1 * MA2 * MA3; r += NWARPS)
+              // Rows r = i1 + L1 * (i2 + L2 * i3), warp-strided; the indices are advanced, not divided.
+              int i1 = warp;
+              int i2 = 0;
+              int i3 = 0;
+              while (i1 >= L1)
               {
-                const int i1 = r % MA1;
-                const int i2 = (r / MA1) % MA2;
-                const int i3 = r / (MA1 * MA2);
-                if (i1 >= L1 || i2 >= L2 || i3 >= L3)
+                i1 -= L1;
+                if (++i2 == L2)
                 {
-                  continue; // uniform across the warp
+                  i2 = 0;
+                  ++i3;
                 }
-                const Real * y = Yt + ((o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + lane)) * K;
-                const Real   term = (lane < dLen) ? PatchTerm(y, tOff, noise) : Real(0);
+              }
+              const Real * rowBase = Yt + (o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O + 1 + lane)) * K;
+              const bool   loads = lane < dLen;
+              const bool   stores = lane < w0len;
+              while (i3 < L3)
+              {
+                const Real * y = rowBase + (i1 * ys1 + i2 * ys2 + i3 * ys3) * K;
+                const Real   term = loads ? PatchTerm(y, tOff, noise) : Real(0);
                 Real         acc = term;
 #pragma unroll
                 for (int j = 1; j < WIN; ++j)
                 {
                   acc = acc + __shfl_down_sync(0xffffffffu, term, j);
                 }
-                if (lane < w0len)
+                if (stores)
                 {
                   bufA[lane + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2] = acc;
+                }
+                i1 += NWARPS;
+                while (i1 >= L1)
+                {
+                  i1 -= L1;
+                  if (++i2 == L2)
+                  {
+                    i2 = 0;
+                    ++i3;
+                  }
                 }
               }
             }
@@ -517,32 +594,13 @@ extern "C" __global__ void __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const R
           // order (target first when t is lexicographically positive).
           const bool targetFirst =
             (t3 != 0) ? (t3 > 0) : (t2 != 0) ? (t2 > 0) : (t1 != 0) ? (t1 > 0) : (t0 > 0);
-#pragma unroll
-          for (int v = 0; v < VPT; ++v)
+          if (targetFirst)
           {
-            int x0, x1, x2, x3;
-            VoxelOf(tid, v, x0, x1, x2, x3);
-            Real wc = Unpack(w0);
-            Real      wt = wc;
-            if (WIN > 0)
-            {
-              const int at = (x0 - w0lo) + (x1 - w1lo) * MW0 + (x2 - w2lo) * MW0 * MW1 + (x3 - w3lo) * MW0 * MW1 * MW2;
-              wc = Unpack(bufW[at]);
-              wt = Unpack(bufW[at - wShift]);
-            }
-            const Real * y = Yt + (x0 + x1 * ys1 + x2 * ys2 + x3 * ys3) * K;
-            const Real * yc = y + tOff * K;
-            const Real * yt = y - tOff * K;
-            const Real   wa = targetFirst ? wt : wc;
-            const Real   wb = targetFirst ? wc : wt;
-            const Real * ya = targetFirst ? yt : yc;
-            const Real * yb = targetFirst ? yc : yt;
-            ws[v] = (ws[v] + wa) + wb;
-#pragma unroll
-            for (int k = 0; k < K; ++k)
-            {
-              rs[v][k] = (rs[v][k] + wa * ya[k]) + wb * yb[k];
-            }
+            Gather<true>(tid, Yt, tOff, ys1, ys2, ys3, bufW, w0, w0lo, w1lo, w2lo, w3lo, wShift, ws, rs);
+          }
+          else
+          {
+            Gather<false>(tid, Yt, tOff, ys1, ys2, ys3, bufW, w0, w0lo, w1lo, w2lo, w3lo, wShift, ws, rs);
           }
         }
       }
