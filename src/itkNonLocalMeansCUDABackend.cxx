@@ -418,16 +418,19 @@ EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
           total += instructions;
           ++shifts;
         }
-  const double registers = 64.0 + 12.0 * vpt * (K + 1) / 2.0;
+  // Registers: what the kernel needs (measured with ptxas) against what __launch_bounds__ leaves
+  // for MinBlocks resident blocks; a shortfall spills, which costs in proportion.
+  const double needed = 64.0 + 12.0 * vpt * (K + 1) / 2.0;
   const int    threads = c.Threads();
+  const double budget = std::min(255.0, std::floor(65536.0 / (threads * c.MinBlocks) / 8.0) * 8.0);
   const int    byShared = c.SharedBytes() ? sharedPerSM / static_cast<int>(c.SharedBytes() + 1024) : 32;
-  const int    byRegisters = static_cast<int>(65536.0 / (threads * std::min(255.0, registers)));
-  const int    blocks = std::min(std::min(byShared, byRegisters), std::min(2048 / threads, 32));
-  if (blocks < 1 || registers > 255.0)
+  const int    blocks = std::min(c.MinBlocks, std::min(byShared, 2048 / threads));
+  if (blocks < c.MinBlocks || budget < 48.0 || needed > 1.4 * budget)
   {
     return std::numeric_limits<double>::infinity();
   }
-  const double issueRate = std::min(3.2, 0.095 * blocks * threads / 32.0);
+  const double spill = (needed > budget) ? 1.0 + 1.0 * (needed / budget - 1.0) : 1.0;
+  const double issueRate = std::min(3.2, 0.095 * blocks * threads / 32.0) / spill;
   return total / shifts / voxels / issueRate;
 }
 } // namespace
@@ -467,7 +470,7 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
     t0s.push_back(rowFit);
   }
   std::vector<std::vector<int>> candidates; // {T0, T1, T2, T3, threads, segments}
-  const std::vector<int>        threadCounts = { 64, 96, 128, 160, 192, 224, 256, 384, 448, 512 };
+  const std::vector<int>        threadCounts = { 64, 96, 128, 160, 192, 224, 256, 384, 448, 512, 768, 896, 1024 };
   auto                          add = [&](int a, int b, int c, int d4) {
     const int voxels = a * b * c * d4;
     for (int threads : threadCounts)
@@ -482,7 +485,13 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
         {
           continue;
         }
-        candidates.push_back({ a, b, c, d4, threads, segments });
+        for (int minBlocks : { 1, 2, 3, 4 })
+        {
+          if (threads * minBlocks <= 2048)
+          {
+            candidates.push_back({ a, b, c, d4, threads, segments, minBlocks });
+          }
+        }
       }
     }
   };
@@ -521,8 +530,9 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
   }
   if (candidates.empty())
   {
-    candidates.push_back({ 8, 8, p.Dimension > 2 ? 4 : 1, p.Dimension > 3 ? 2 : 1, 64, 1 });
+    candidates.push_back({ 8, 8, p.Dimension > 2 ? 4 : 1, p.Dimension > 3 ? 2 : 1, 64, 1, 1 });
   }
+  bool forced = false;
   if (const char * env = std::getenv("CUDANONLOCALMEANS_TILE"))
   {
     std::vector<int>  v;
@@ -532,13 +542,14 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
     {
       v.push_back(std::atoi(item.c_str()));
     }
-    if (v.size() == 5)
+    while (v.size() >= 5 && v.size() < 7)
     {
       v.push_back(1);
     }
-    if (v.size() == 6)
+    if (v.size() == 7)
     {
       candidates = { v };
+      forced = true;
     }
   }
   nlm::KernelConfig best = base;
@@ -552,11 +563,17 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
     }
     k.ThreadCount = c[4];
     k.ZSegments = c[5];
+    k.MinBlocks = c[6];
     if (k.SharedBytes() > static_cast<size_t>(sharedLimit) || k.Threads() > 1024)
     {
       continue;
     }
-    const double cost = EstimateCost(k, sharedPerSM);
+    const int voxels = k.Tile[0] * k.Tile[1] * k.Tile[2] * k.Tile[3];
+    if (voxels % k.Threads() != 0)
+    {
+      continue;
+    }
+    const double cost = forced ? 0.0 : EstimateCost(k, sharedPerSM);
     if (std::getenv("CUDANONLOCALMEANS_LIST_CONFIGURATIONS"))
     {
       std::cout << "configuration " << k.Describe() << ": estimated cost " << cost << std::endl;

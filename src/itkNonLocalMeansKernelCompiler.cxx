@@ -176,6 +176,7 @@ KernelConfig::Macros() const
   }
   m.push_back("-DNLM_NT=" + std::to_string(ThreadCount));
   m.push_back("-DNLM_ZS=" + std::to_string(ZSegments));
+  m.push_back("-DNLM_MINBLOCKS=" + std::to_string(MinBlocks));
   m.push_back(std::string("-DNLM_TIN=") + (InputDouble ? "double" : "float"));
   m.push_back(std::string("-DNLM_TOUT=") + (OutputDouble ? "double" : "float"));
   m.push_back(std::string("-DNLM_REAL=") + (SinglePrecision ? "float" : "double"));
@@ -219,9 +220,9 @@ KernelConfig::Describe() const
   {
     os << "x" << Tile[a];
   }
-  os << " threads " << ThreadCount << " z-segments " << ZSegments << " " << (InputDouble ? "double" : "float") << "->"
-     << (OutputDouble ? "double" : "float") << " arithmetic " << (SinglePrecision ? "float" : "double")
-     << (WideIndex ? " wide-index" : "");
+  os << " threads " << ThreadCount << "x" << MinBlocks << " z-segments " << ZSegments << " "
+     << (InputDouble ? "double" : "float") << "->" << (OutputDouble ? "double" : "float") << " arithmetic "
+     << (SinglePrecision ? "float" : "double") << (WideIndex ? " wide-index" : "");
   return os.str();
 }
 

@@ -42,6 +42,7 @@ struct KernelConfig
   int  Tile[4]{ 32, 8, 8, 1 };
   int  ThreadCount{ 256 }; // divides the tile's voxel count
   int  ZSegments{ 1 };     // segments of the kernel's march along axis 2 (3D)
+  int  MinBlocks{ 1 };     // blocks per SM the registers are budgeted for (__launch_bounds__)
   bool InputDouble{ false };
   bool OutputDouble{ false };
   bool SinglePrecision{ false }; // float arithmetic (opt-in, not bitwise)

@@ -40,6 +40,7 @@
 //   NLM_T0..NLM_T3 tile extent per axis (1 for unused axes)
 //   NLM_NT         threads per block (divides the tile's voxel count)
 //   NLM_ZS         segments of the march along axis 2 in pass B (3D)
+//   NLM_MINBLOCKS  blocks per SM the registers are budgeted for
 //   NLM_TIN        element type of the uploaded input: float or double
 //   NLM_TOUT       element type of the output: float or double
 //   NLM_REAL       arithmetic type, also of the padded input: double (bitwise contract) or float
@@ -293,9 +294,6 @@ nlm_pad(const TIn * __restrict__ in, Real * __restrict__ out, NlmPadParams p)
   }
 }
 
-#ifndef NLM_MINBLOCKS
-#  define NLM_MINBLOCKS 1
-#endif
 extern "C" __global__ void __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out,
                                                           NlmFastParams p)
 {

@@ -189,8 +189,12 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
   {
     const auto input = Image<F3>({ 37, 29, 71 }, 1, 21);
     const auto cpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CPU);
-    for (const char * tile :
-         { "28,8,8,1,256,2", "16,16,8,1,256,1", "28,16,8,1,512,4", "8,8,4,1,128,2", "32,8,4,1,64,1", "4,4,4,1,32,1" })
+    for (const char * tile : { "28,8,8,1,448,2,2",
+                               "16,16,8,1,256,1",
+                               "28,16,8,1,896,4",
+                               "8,8,4,1,128,2,3",
+                               "32,8,4,1,128,1",
+                               "4,4,4,1,32,1" })
     {
       SetEnv("CUDANONLOCALMEANS_TILE", tile);
       std::string info;
