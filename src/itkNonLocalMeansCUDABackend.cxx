@@ -425,11 +425,11 @@ EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
   const double budget = std::min(255.0, std::floor(65536.0 / (threads * c.MinBlocks) / 8.0) * 8.0);
   const int    byShared = c.SharedBytes() ? sharedPerSM / static_cast<int>(c.SharedBytes() + 1024) : 32;
   const int    blocks = std::min(c.MinBlocks, std::min(byShared, 2048 / threads));
-  if (blocks < c.MinBlocks || budget < 48.0 || needed > 1.4 * budget)
+  if (blocks < c.MinBlocks || budget < 48.0 || needed > 1.8 * budget)
   {
     return std::numeric_limits<double>::infinity();
   }
-  const double spill = (needed > budget) ? 1.0 + 1.0 * (needed / budget - 1.0) : 1.0;
+  const double spill = (needed > budget) ? 1.0 + 0.25 * (needed / budget - 1.0) : 1.0;
   const double issueRate = std::min(3.2, 0.095 * blocks * threads / 32.0) / spill;
   return total / shifts / voxels / issueRate;
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the CUDA kernels under compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on small
+# inputs that cover every code path: the warp-row and the per-cell first pass, 2D/3D/4D, channels,
+# patch size 1, slabs. Usage: benchmarks/sanitize.sh PATH/TO/CudaNonLocalMeansDenoise WORKDIR
+set -uo pipefail
+program=$1; work=$2; mkdir -p "$work"
+here=$(cd "$(dirname "$0")" && pwd)
+python3 - "$work" <<PY
+import sys; sys.path.insert(0, "$here/../test/scripts")
+import numpy as np
+from nlm_mha import write_mha
+w = sys.argv[1]; r = np.random.default_rng(3)
+write_mha(f"{w}/g3.mha", (0.5 + 0.1 * r.standard_normal((20, 22, 24))).astype(np.float32))
+write_mha(f"{w}/rgb2.mha", (0.5 + 0.1 * r.standard_normal((30, 28, 3))).astype(np.float64), 3)
+write_mha(f"{w}/g4.mha", (0.5 + 0.1 * r.standard_normal((6, 7, 8, 9))).astype(np.float32))
+write_mha(f"{w}/c3.mha", (0.5 + 0.1 * r.standard_normal((12, 14, 16, 2))).astype(np.float32), 2)
+PY
+status=0
+run() { # tool, env, arguments...
+  local tool=$1 env=$2; shift 2
+  local log="$work/$tool.$RANDOM.log"
+  if env $env compute-sanitizer --tool "$tool" --error-exitcode 9 "$program" --backend cuda --output "$work/out.mha" "$@" > "$log" 2>&1; then
+    echo "ok   $tool $env $*: $(grep -m1 'ERROR SUMMARY' "$log")"
+  else
+    echo "FAIL $tool $env $*"; tail -30 "$log"; status=1
+  fi
+}
+for tool in memcheck racecheck synccheck initcheck; do
+  run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1 --sigma 0.05
+  run $tool "CUDANONLOCALMEANS_TILE=32,4,4,1,128,1,1" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
+  run $tool "" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
+  run $tool "" --input "$work/g4.mha" --patch-size 3 --patch-distance 1 --h 0.1
+  run $tool "" --input "$work/c3.mha" --patch-size 1 --patch-distance 2 --h 0.1
+  run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1 --max-gpu-memory 0.06
+done
+exit $status
