@@ -406,7 +406,7 @@ EstimateCost(const nlm::KernelConfig & c, int sharedPerSM)
           {
             const double rowsA = e[1] * e[2] * e[3];
             instructions +=
-              rows ? rowsA * (18.0 + 3.0 * K + 2.0 * (win - 1)) : rowsA * w[0] / 32.0 * (12.0 + win * (6.0 + 3.0 * K));
+              rows ? rowsA * (18.0 + 3.0 * K + 2.0 * (win - 1)) : rowsA * w[0] / 32.0 * (24.0 + win * (10.0 + 3.0 * K));
             const double segments = (n == 3) ? c.ZSegments : 1;
             const double columns = w[0] * w[1] * ((n > 3) ? w[2] : 1.0);
             const double steps = (n == 3) ? e[2] + (segments - 1) * ext : ((n > 3) ? e[3] : 1.0);
