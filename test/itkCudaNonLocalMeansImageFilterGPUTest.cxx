@@ -25,7 +25,6 @@
 
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkCudaNonLocalMeansTestUtilities.h"
-#include "itkCommand.h"
 #include "itkStreamingImageFilter.h"
 #include "itkTestingMacros.h"
 #include "itkVectorImage.h"
@@ -36,14 +35,7 @@
 
 namespace
 {
-int failures = 0;
-
-void
-Check(bool ok, const std::string & what)
-{
-  std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
-  failures += ok ? 0 : 1;
-}
+itk::nlm_test::Checker Check;
 
 void
 SetEnv(const char * name, const char * value)
@@ -312,37 +304,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     filter->SetPatchSize(5);
     filter->SetPatchDistance(5);
     filter->SetBackend(BackendEnum::CUDA);
-    std::vector<float> progress;
-    bool               abortEarly = false;
-    auto               command = itk::CStyleCommand::New();
-    struct Data
-    {
-      FilterType *         filter;
-      std::vector<float> * progress;
-      bool *               abortEarly;
-    } data{ filter.GetPointer(), &progress, &abortEarly };
-    command->SetClientData(&data);
-    command->SetCallback([](itk::Object *, const itk::EventObject &, void * clientData) {
-      auto * d = static_cast<Data *>(clientData);
-      d->progress->push_back(d->filter->GetProgress());
-      if (*d->abortEarly && d->filter->GetProgress() > 0.1f)
-      {
-        d->filter->AbortGenerateDataOn();
-      }
-    });
-    filter->AddObserver(itk::ProgressEvent(), command);
-    ITK_TRY_EXPECT_NO_EXCEPTION(filter->Update());
-    Check(progress.size() >= 5 && progress.back() == 1.0f,
-          "CUDA progress: " + std::to_string(progress.size()) + " events, ends at 1");
-    progress.clear();
-    abortEarly = true;
-    filter->Modified();
-    ITK_TRY_EXPECT_EXCEPTION(filter->Update());
-    Check(!progress.empty() && progress.back() < 1.0f, "CUDA abort stops before the end");
-    abortEarly = false;
-    filter->AbortGenerateDataOff();
-    filter->Modified();
-    ITK_TRY_EXPECT_NO_EXCEPTION(filter->Update());
+    itk::nlm_test::CheckProgressAndAbort(filter.GetPointer(), 5, Check);
   }
 
   // Opt-in single precision: close to the float64 result, not bitwise.
@@ -364,6 +326,5 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     Check(maxDiff < 1e-4, "single precision within 1e-4 of float64");
   }
 
-  std::cout << (failures == 0 ? "Test passed." : "Test FAILED.") << std::endl;
-  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return Check.Finish();
 }

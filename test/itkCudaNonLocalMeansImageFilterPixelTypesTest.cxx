@@ -29,14 +29,7 @@
 
 namespace
 {
-int failures = 0;
-
-void
-Check(bool ok, const std::string & what)
-{
-  std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
-  failures += ok ? 0 : 1;
-}
+itk::nlm_test::Checker Check;
 
 template <typename TIn, typename TOut = TIn>
 typename TOut::Pointer
@@ -183,6 +176,5 @@ itkCudaNonLocalMeansImageFilterPixelTypesTest(int, char *[])
           "VectorImage with one component == scalar image (bitwise)");
   }
 
-  std::cout << (failures == 0 ? "Test passed." : "Test FAILED.") << std::endl;
-  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return Check.Finish();
 }

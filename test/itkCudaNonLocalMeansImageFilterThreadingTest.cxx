@@ -21,7 +21,6 @@
 
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkCudaNonLocalMeansTestUtilities.h"
-#include "itkCommand.h"
 #include "itkStreamingImageFilter.h"
 #include "itkTestingMacros.h"
 #include "itkVectorImage.h"
@@ -30,14 +29,7 @@
 
 namespace
 {
-int failures = 0;
-
-void
-Check(bool ok, const std::string & what)
-{
-  std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
-  failures += ok ? 0 : 1;
-}
+itk::nlm_test::Checker Check;
 
 template <typename TImage>
 typename TImage::Pointer
@@ -158,49 +150,8 @@ itkCudaNonLocalMeansImageFilterThreadingTest(int, char *[])
     filter->SetPatchSize(3);
     filter->SetPatchDistance(3);
     filter->SetBackend(FilterType::BackendEnum::CPU);
-    std::vector<float> progress;
-    bool               abortAtQuarter = false;
-    auto               command = itk::CStyleCommand::New();
-    struct Data
-    {
-      FilterType *         filter;
-      std::vector<float> * progress;
-      bool *               abortAtQuarter;
-    } data{ filter.GetPointer(), &progress, &abortAtQuarter };
-    command->SetClientData(&data);
-    command->SetCallback([](itk::Object *, const itk::EventObject &, void * clientData) {
-      auto * d = static_cast<Data *>(clientData);
-      d->progress->push_back(d->filter->GetProgress());
-      if (*d->abortAtQuarter && d->filter->GetProgress() >= 0.25f)
-      {
-        d->filter->AbortGenerateDataOn();
-      }
-    });
-    filter->AddObserver(itk::ProgressEvent(), command);
-    ITK_TRY_EXPECT_NO_EXCEPTION(filter->Update());
-    bool ordered = true;
-    for (size_t i = 1; i < progress.size(); ++i)
-    {
-      ordered = ordered && progress[i] >= progress[i - 1];
-    }
-    std::cout << progress.size() << " progress events" << std::endl;
-    Check(progress.size() >= 10, "at least 10 progress events");
-    Check(ordered, "progress never goes back");
-    Check(!progress.empty() && progress.back() == 1.0f, "progress ends at 1");
-
-    progress.clear();
-    abortAtQuarter = true;
-    filter->Modified();
-    ITK_TRY_EXPECT_EXCEPTION(filter->Update());
-    Check(!progress.empty() && progress.back() < 1.0f, "aborted before the end");
-
-    abortAtQuarter = false;
-    filter->AbortGenerateDataOff();
-    filter->Modified();
-    ITK_TRY_EXPECT_NO_EXCEPTION(filter->Update());
-    Check(progress.back() == 1.0f, "runs to the end again after an abort");
+    itk::nlm_test::CheckProgressAndAbort(filter.GetPointer(), 10, Check);
   }
 
-  std::cout << (failures == 0 ? "Test passed." : "Test FAILED.") << std::endl;
-  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return Check.Finish();
 }

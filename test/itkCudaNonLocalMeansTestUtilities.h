@@ -20,6 +20,7 @@
 
 // Helpers shared by the tests: reproducible random images and bitwise comparison.
 
+#include "itkCommand.h"
 #include "itkDefaultConvertPixelTraits.h"
 #include "itkImageRegionConstIterator.h"
 #include "itkImageRegionIterator.h"
@@ -31,6 +32,7 @@
 #include <iostream>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace itk
 {
@@ -126,6 +128,87 @@ CountDifferences(const TImageA *                      a,
     }
   }
   return differing;
+}
+
+/** Prints and counts checks; Finish() prints the verdict and returns the test's exit code. */
+class Checker
+{
+public:
+  void
+  operator()(bool ok, const std::string & what)
+  {
+    std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
+    m_Failures += ok ? 0 : 1;
+  }
+  int
+  Finish() const
+  {
+    std::cout << (m_Failures == 0 ? "Test passed." : "Test FAILED.") << std::endl;
+    return m_Failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  }
+
+private:
+  int m_Failures{ 0 };
+};
+
+/** Progress events arrive in order and end at 1; AbortGenerateDataOn from a progress observer
+ * stops the filter with an exception before the end; afterwards the filter runs to the end again. */
+template <typename TFilter>
+void
+CheckProgressAndAbort(TFilter * filter, size_t minimumEvents, Checker & check)
+{
+  struct Data
+  {
+    TFilter *          filter;
+    std::vector<float> progress;
+    bool               abortEarly;
+  } data{ filter, {}, false };
+  auto command = CStyleCommand::New();
+  command->SetClientData(&data);
+  command->SetCallback([](Object *, const EventObject &, void * clientData) {
+    auto * d = static_cast<Data *>(clientData);
+    d->progress.push_back(d->filter->GetProgress());
+    if (d->abortEarly && d->filter->GetProgress() >= 0.25f)
+    {
+      d->filter->AbortGenerateDataOn();
+    }
+  });
+  const unsigned long tag = filter->AddObserver(ProgressEvent(), command);
+
+  auto update = [&]() -> bool {
+    filter->Modified();
+    try
+    {
+      filter->Update();
+    }
+    catch (const ExceptionObject & e)
+    {
+      std::cout << "Update stopped: " << e.GetDescription() << std::endl;
+      return false;
+    }
+    return true;
+  };
+  const bool finished = update();
+  bool       ordered = true;
+  for (size_t i = 1; i < data.progress.size(); ++i)
+  {
+    ordered = ordered && data.progress[i] >= data.progress[i - 1];
+  }
+  check(finished, "Update completes");
+  check(data.progress.size() >= minimumEvents,
+        std::to_string(data.progress.size()) + " progress events (at least " + std::to_string(minimumEvents) + ")");
+  check(ordered, "progress never goes back");
+  check(!data.progress.empty() && data.progress.back() == 1.0f, "progress ends at 1");
+
+  data.progress.clear();
+  data.abortEarly = true;
+  check(!update(), "AbortGenerateDataOn stops the Update with an exception");
+  check(!data.progress.empty() && data.progress.back() < 1.0f, "aborted before the end");
+
+  data.abortEarly = false;
+  filter->AbortGenerateDataOff();
+  check(update() && data.progress.back() == 1.0f, "runs to the end again after an abort");
+  filter->RemoveObserver(tag);
 }
 
 } // namespace nlm_test

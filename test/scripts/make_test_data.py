@@ -22,24 +22,10 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nlm_mha import write_mha  # noqa: E402
+from nlm_mha import Case, write_mha  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ORACLE_VERSION = "0.26.0"
-
-
-class Case:
-    def __init__(self, name, shape, channels, dtype, patch_size, patch_distance, h, sigma, fast_mode, seed):
-        self.name = name
-        self.shape = shape  # spatial shape, NumPy order
-        self.channels = channels
-        self.dtype = dtype
-        self.patch_size = patch_size
-        self.patch_distance = patch_distance
-        self.h = h
-        self.sigma = sigma
-        self.fast_mode = fast_mode
-        self.seed = seed
 
 
 # Covers: 2D gray, 2D RGB, 3D gray, 3D 3-channel, 4D (1 and 2 channels); float32, float64 and uint8

@@ -1,10 +1,31 @@
-"""Minimal MetaImage (.mha) reading and writing with NumPy, so the test scripts need no ITK Python.
+"""Helpers of the test scripts: minimal MetaImage (.mha) reading and writing with NumPy (so they
+need no ITK Python), and the description of one denoising case.
 
 Arrays use NumPy's axis order as ``itk.array_from_image`` does: the last spatial axis is ITK's x
 axis, and channels (components) come last when there is more than one.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
+
+
+@dataclass
+class Case:
+    """One denoising case: input shape (spatial, NumPy order), channels, dtype and skimage's
+    parameters; `seed` fixes a committed test input, `data` names how a fresh one is drawn."""
+
+    name: str
+    shape: tuple
+    channels: int
+    dtype: str
+    patch_size: int
+    patch_distance: int
+    h: float
+    sigma: float
+    fast_mode: bool = True
+    seed: int = 0
+    data: str = "smooth"
 
 _TYPES = {
     "MET_UCHAR": np.uint8,

@@ -23,22 +23,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nlm_mha import read_mha, write_mha  # noqa: E402
-
-
-class Case:
-    def __init__(self, name, shape, channels, dtype, patch_size, patch_distance, h, sigma, fast_mode=True,
-                 data="smooth"):
-        self.name = name
-        self.shape = shape
-        self.channels = channels
-        self.dtype = dtype
-        self.patch_size = patch_size
-        self.patch_distance = patch_distance
-        self.h = h
-        self.sigma = sigma
-        self.fast_mode = fast_mode
-        self.data = data
+from nlm_mha import Case, read_mha, write_mha  # noqa: E402
 
 
 CASES = [
