@@ -85,8 +85,8 @@ constexpr int NWARPS = NT / 32;
 // Pass A by warp rows: every patch term of a row (T0 + PD + EXT of them at most) in one warp.
 constexpr bool ROWS = (WIN > 0) && (T0 + PD + EXT <= 32) && (NT % 32 == 0);
 constexpr int  SIZE_A = MA0 * MA1 * MA2 * MA3;
-constexpr int SIZE_W = MW0 * MW1 * MW2 * MW3;
-constexpr int SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed along axes 0 and 1
+constexpr int  SIZE_W = MW0 * MW1 * MW2 * MW3;
+constexpr int  SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed along axes 0 and 1
 
 static_assert(DIM >= 2 && DIM <= 4, "2D, 3D or 4D");
 static_assert(DIM > 2 || (T2 == 1 && T3 == 1), "unused axes have extent 1");
@@ -294,13 +294,13 @@ nlm_pad(const TIn * __restrict__ in, Real * __restrict__ out, NlmPadParams p)
   }
 }
 
-extern "C" __global__ void __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out,
-                                                          NlmFastParams p)
+extern "C" __global__ void
+__launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out, NlmFastParams p)
 {
   extern __shared__ double sharedRaw[];
-  Real *        bufA = reinterpret_cast<Real *>(sharedRaw);
-  Real *        bufB = bufA + SIZE_A; // 4D only, SIZE_B cells
-  WeightStore * bufW = reinterpret_cast<WeightStore *>(bufB + SIZE_B);
+  Real *                   bufA = reinterpret_cast<Real *>(sharedRaw);
+  Real *                   bufB = bufA + SIZE_A; // 4D only, SIZE_B cells
+  WeightStore *            bufW = reinterpret_cast<WeightStore *>(bufB + SIZE_B);
 
   // This block's tile.
   long long       tile = p.tileOffset + blockIdx.x;
@@ -360,15 +360,15 @@ extern "C" __global__ void __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const R
           const bool  half = (t0 == 0); // alpha = 0.5 on the t0 == 0 plane
           const Index tOff = t0 + t1 * ys1 + t2 * ys2 + t3 * ys3;
           // Weight box: the tile and the tile shifted by -t.
-          const int w0lo = -t0;
-          const int w0len = T0 + t0;
-          const int w1lo = -Imax(t1, 0);
-          const int w1len = T1 + Iabs(t1);
-          const int w2lo = -Imax(t2, 0);
-          const int w2len = T2 + Iabs(t2);
-          const int w3lo = -Imax(t3, 0);
-          const int w3len = T3 + Iabs(t3);
-          const int wShift = t0 + t1 * MW0 + t2 * MW0 * MW1 + t3 * MW0 * MW1 * MW2;
+          const int   w0lo = -t0;
+          const int   w0len = T0 + t0;
+          const int   w1lo = -Imax(t1, 0);
+          const int   w1len = T1 + Iabs(t1);
+          const int   w2lo = -Imax(t2, 0);
+          const int   w2len = T2 + Iabs(t2);
+          const int   w3lo = -Imax(t3, 0);
+          const int   w3len = T3 + Iabs(t3);
+          const int   wShift = t0 + t1 * MW0 + t2 * MW0 * MW1 + t3 * MW0 * MW1 * MW2;
           WeightStore w0 = 0;
           if (WIN == 0)
           {
@@ -557,7 +557,7 @@ extern "C" __global__ void __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const R
                 }
                 const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
                 WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
-                Real         ring[WIN > 0 ? WIN : 1];
+                Real          ring[WIN > 0 ? WIN : 1];
                 for (int i3 = 0; i3 < L3; ++i3)
                 {
                   Real acc = b[i3 * MW0 * MW1 * MA2];
@@ -590,8 +590,7 @@ extern "C" __global__ void __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const R
 
           // Gather: centre term w(x,t) Y(x+t) and target term w(x-t,t) Y(x-t), in the contract's
           // order (target first when t is lexicographically positive).
-          const bool targetFirst =
-            (t3 != 0) ? (t3 > 0) : (t2 != 0) ? (t2 > 0) : (t1 != 0) ? (t1 > 0) : (t0 > 0);
+          const bool targetFirst = (t3 != 0) ? (t3 > 0) : (t2 != 0) ? (t2 > 0) : (t1 != 0) ? (t1 > 0) : (t0 > 0);
           if (targetFirst)
           {
             Gather<true>(tid, Yt, tOff, ys1, ys2, ys3, bufW, w0, w0lo, w1lo, w2lo, w3lo, wShift, ws, rs);
