@@ -50,3 +50,8 @@ if(CudaNonLocalMeans_SKIMAGE_PYTHON)
     message(STATUS "NVRTC 12 for the sm_61 compile test: ${_nlm_nvrtc12}")
   endif()
 endif()
+
+# The Python wrapping built by scripts/build-python-wrapping.sh (against a wrapped ITK build tree):
+# the PYTHONPATH under which `import itk` finds this module, and the module's Python package.
+set(CudaNonLocalMeans_PYTHON_WRAPPING_PATH "" CACHE STRING
+  "PYTHONPATH of a wrapped build of this module (adds the Python tests)")

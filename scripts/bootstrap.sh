@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing ITKCudaNonLocalMeans needs on Debian 12 (bookworm):
 #  - Debian packages: a C++ toolchain, CMake, Ninja, ITK 5.2.1 (libinsighttoolkit5-dev);
-#  - a Python virtual environment with scikit-image 0.26.0 (the numerical oracle of the tests) and
-#    NVRTC 12 from pip (to check that the kernels compile for sm_61, which CUDA 13 dropped), kept
+#  - a Python virtual environment with scikit-image 0.26.0 (the numerical oracle of the tests),
+#    pytest, and NVRTC 12 from pip (to check that the kernels compile for sm_61, which CUDA 13 dropped), kept
 #    outside the repository and reused: ${NLM_VENV:-$HOME/.cache/itk-cudanonlocalmeans/venv}.
 # Prints the virtual environment's python on its last line. Safe to run again.
 set -euo pipefail
@@ -24,13 +24,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 venv="${NLM_VENV:-$HOME/.cache/itk-cudanonlocalmeans/venv}"
-check='import skimage, sys, nvidia.cuda_nvrtc; sys.exit(skimage.__version__ != "0.26.0")'
+check='import skimage, sys, pytest, nvidia.cuda_nvrtc; sys.exit(skimage.__version__ != "0.26.0")'
 if ! "$venv/bin/python" -c "$check" 2>/dev/null; then
-  echo "bootstrap: creating $venv with scikit-image 0.26.0 and NVRTC 12" >&2
-  rm -rf "$venv"
-  mkdir -p "$(dirname "$venv")"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "scikit-image==0.26.0" \
+  echo "bootstrap: making $venv with scikit-image 0.26.0, pytest and NVRTC 12" >&2
+  if ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
+    rm -rf "$venv"
+    mkdir -p "$(dirname "$venv")"
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "scikit-image==0.26.0" pytest \
     "nvidia-cuda-nvrtc-cu12==12.9.86" >&2
 fi
 echo "$venv/bin/python"

@@ -1,0 +1,129 @@
+"""ITKCudaNonLocalMeans for Python: a drop-in replacement of scikit-image's ``denoise_nl_means``.
+
+    from itk_cudanonlocalmeans import denoise_nl_means
+    denoised = denoise_nl_means(image, patch_size=5, patch_distance=6, h=0.08, channel_axis=-1)
+
+takes the same arguments as ``skimage.restoration.denoise_nl_means`` (scikit-image 0.26.0), applies
+the same input conversions (integers scaled to [0, 1] or [-1, 1] unless ``preserve_range``,
+float16 computed as float32, output squeezed) and raises the same errors for unsupported
+dimensions, and computes with ``itk.CudaNonLocalMeansImageFilter`` (on the GPU when one is usable,
+otherwise on the CPU). The numbers equal scikit-image's to 1 ulp for float32 and to a few 1e-9 for
+float64 (see the module's README).
+
+Where scikit-image accepts input it cannot process meaningfully, this function refuses it:
+``h == 0`` and ``patch_distance < 0`` raise ``ValueError`` (scikit-image returns a degenerate mean
+or NaN). A negative ``h`` or ``sigma`` is used by its absolute value, as scikit-image does.
+"""
+
+import operator
+
+import numpy as np
+
+__all__ = ["denoise_nl_means", "BACKENDS"]
+
+#: Values of the ``backend`` keyword.
+BACKENDS = ("auto", "cpu", "cuda")
+
+
+def _to_float(image, preserve_range):
+    """scikit-image 0.26.0's ``convert_to_float``: float16 -> float32; with preserve_range float32
+    and float64 are kept and everything else becomes float64 with its values; otherwise
+    ``img_as_float`` (floats unchanged, unsigned integers times 1/max, signed integers times 1/max
+    clipped at -1, booleans 0/1, complex refused)."""
+    if image.dtype == np.float16:
+        image = image.astype(np.float32)
+    if preserve_range:
+        if image.dtype.char not in "fd":
+            image = image.astype(float)
+        return image
+    kind = image.dtype.kind
+    if kind == "f":
+        return image
+    if kind == "b":
+        return image.astype(np.float64)
+    if kind == "u":
+        return image * (1.0 / np.iinfo(image.dtype).max)
+    if kind == "i":
+        return np.maximum(image * (1.0 / np.iinfo(image.dtype).max), -1.0)
+    if kind == "c":
+        raise ValueError(f"Cannot convert from {image.dtype} to float64.")
+    raise ValueError(f"Cannot convert from {image.dtype} to float64.")
+
+
+def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=True, sigma=0.0, *,
+                     preserve_range=False, channel_axis=None, backend="auto"):
+    """Non-local means denoising, as ``skimage.restoration.denoise_nl_means`` 0.26.0.
+
+    Parameters are scikit-image's; ``backend`` ('auto', 'cpu' or 'cuda') selects where to compute.
+    Returns a float32 array for float16 and float32 input, float64 otherwise.
+    """
+    import itk  # imported here so that the module loads without ITK's wrapping
+
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    patch_size = operator.index(patch_size)
+    patch_distance = operator.index(patch_distance)
+    h = float(h)
+    sigma * sigma  # TypeError for None, as in scikit-image, which uses only sigma * sigma
+    sigma = abs(float(sigma))
+
+    # Channel axis, as scikit-image's channel_as_last_axis decorator.
+    axis = None
+    if channel_axis is not None:
+        axes = channel_axis if isinstance(channel_axis, tuple) else (channel_axis,)
+        if len(axes) > 1:
+            raise ValueError("only a single channel axis is currently supported")
+        axis = axes[0]
+        if axis != -1:
+            image = np.moveaxis(image, axis, -1)
+    multichannel = channel_axis is not None
+    if not multichannel:
+        image = image[..., np.newaxis]  # TypeError for lists, as in scikit-image
+    ndim = image.ndim - 1
+    if ndim not in (2, 3, 4):
+        raise NotImplementedError(
+            "Non-local means denoising is only implemented for 2D, 3D or 4D grayscale or multichannel images.")
+    image = _to_float(np.asarray(image), preserve_range)
+    if ndim == 3 and multichannel and not fast_mode:
+        raise NotImplementedError("Multichannel 3D requires fast_mode to be True.")
+    if ndim == 4 and not fast_mode:
+        raise NotImplementedError("4D requires fast_mode to be True.")
+    if h == 0:
+        raise ValueError("h is 0: give a non-zero cut-off distance (scikit-image computes a degenerate mean).")
+    if patch_distance < 0:
+        raise ValueError(f"patch_distance is {patch_distance}; it must be 0 or more.")
+    if patch_size < 1:
+        patch_size = 1  # scikit-image treats 0 as 1; negative sizes crash it
+    image = np.ascontiguousarray(image)
+    channels = image.shape[-1]
+
+    # To ITK: one component per pixel as a scalar image, several as a VectorImage.
+    if channels == 1:
+        itk_image = itk.image_from_array(image[..., 0])
+    else:
+        itk_image = itk.image_from_array(image, is_vector=True)
+    if ndim != itk_image.GetImageDimension():
+        raise NotImplementedError(f"this ITK has no {ndim}D wrapping of CudaNonLocalMeansImageFilter")
+    enums = itk.CudaNonLocalMeansImageFilterEnums
+    filt = itk.CudaNonLocalMeansImageFilter[type(itk_image), type(itk_image)].New()
+    filt.SetInput(itk_image)
+    filt.SetPatchSize(patch_size)
+    filt.SetPatchDistance(patch_distance)
+    filt.SetH(abs(h))
+    filt.SetSigma(sigma)
+    filt.SetFastMode(bool(fast_mode))
+    filt.SetBackend({"auto": enums.Backend_Auto, "cpu": enums.Backend_CPU, "cuda": enums.Backend_CUDA}[backend])
+    filt.Update()
+    result = itk.array_from_image(filt.GetOutput())
+    if channels == 1:
+        result = result[..., np.newaxis]
+    result = np.array(result, copy=True)
+
+    # Output shape, with scikit-image's squeeze (the slow 3D kernel alone does not squeeze it).
+    if ndim == 3 and not fast_mode:
+        result = result[..., 0]
+    else:
+        result = np.squeeze(result)
+    if multichannel and axis != -1:
+        result = np.moveaxis(result, -1, axis)
+    return result
