@@ -312,6 +312,20 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream 
   os << indent << "SinglePrecision: " << (m_SinglePrecision ? "On" : "Off") << std::endl;
   os << indent << "MaximumGPUMemory: " << m_MaximumGPUMemory << std::endl;
   os << indent << "BackendUsed: " << (m_BackendUsed.empty() ? "(none yet)" : m_BackendUsed) << std::endl;
+  if (m_BackendUsed == "CUDA")
+  {
+    const NonLocalMeansBackend::RunStatistics & s = m_BackendStatistics;
+    os << indent << "BackendStatistics:" << std::endl;
+    const Indent next = indent.GetNextIndent();
+    os << next << "Device: " << s.Device << std::endl;
+    os << next << "Configuration: " << s.Configuration << std::endl;
+    os << next << "Kernel/pad/upload/download/compile (ms): " << s.KernelMilliseconds << " / " << s.PadMilliseconds
+       << " / " << s.UploadMilliseconds << " / " << s.DownloadMilliseconds << " / " << s.CompileMilliseconds
+       << std::endl;
+    os << next << "KernelFromCache (memory, disk): " << s.KernelFromMemoryCache << ", " << s.KernelFromDiskCache
+       << std::endl;
+    os << next << "Slabs: " << s.Slabs << ", DeviceBytes: " << s.DeviceBytes << std::endl;
+  }
 }
 
 } // end namespace itk

@@ -20,7 +20,11 @@ log() { echo "build-python-wrapping: $*" >&2; }
 # Debian packages: the wrapping tools, and the source package tools.
 sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
 need=()
-for p in castxml swig dpkg-dev xz-utils; do
+wanted=(castxml swig dpkg-dev xz-utils)
+# The wrapping compiles against Python's headers: Debian's python3 needs python3-dev for them.
+"$python" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+  wanted+=(python3-dev)
+for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -66,7 +70,7 @@ else
   fi
   (cd "$cache" && apt-get source -qq insighttoolkit5 >&2)
   src=$(ls -d "$cache"/insighttoolkit5-*/ | head -n 1)
-  rm -rf "$src/.ExternalData" # test data, not needed
+  rm -rf "$src/.ExternalData" "$cache"/*.orig.tar.* # test data and the tarball, not needed
   # The three patches of the recipe: an unquoted empty list, a header of a module that is off, and
   # NumPy's removed np.bool alias.
   sed -i 's/VectorTypes ${WRAP_ITK_VECTOR})/VectorTypes "${WRAP_ITK_VECTOR}")/' \
@@ -83,10 +87,11 @@ fi
 
 # The module against the wrapped ITK build tree (the ITKModuleExternal path), with wrapping.
 module_build="${NLM_PYTHON_BUILD_DIR:-build-python}"
+mkdir -p "$module_build"
 cmake -G Ninja -S "$root" -B "$module_build" -DCMAKE_BUILD_TYPE=Release -DITK_DIR="$itk_build" \
   -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$python" \
   -DITK_USE_SYSTEM_SWIG=ON -DSWIG_EXECUTABLE=/usr/bin/swig \
-  -DITK_USE_SYSTEM_CASTXML=ON -DCASTXML_EXECUTABLE=/usr/bin/castxml > "$module_build.configure.log" 2>&1 ||
-  { tail -40 "$module_build.configure.log"; exit 1; }
+  -DITK_USE_SYSTEM_CASTXML=ON -DCASTXML_EXECUTABLE=/usr/bin/castxml > "$module_build/configure.log" 2>&1 ||
+  { tail -40 "$module_build/configure.log"; exit 1; }
 ninja -C "$module_build" -j "$jobs" >&2
 echo "$itk_build/Wrapping/Generators/Python:$root/python"

@@ -98,14 +98,21 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     channels = image.shape[-1]
 
     # To ITK: one component per pixel as a scalar image, several as a VectorImage.
+    pixel = itk.F if image.dtype == np.float32 else itk.D
+    try:
+        image_type = itk.Image[pixel, ndim] if channels == 1 else itk.VectorImage[pixel, ndim]
+        filter_type = itk.CudaNonLocalMeansImageFilter[image_type, image_type]
+    except (KeyError, TypeError, AttributeError):  # ITK 5.2 raises any of them for a missing type
+        kind = "scalar" if channels == 1 else "VectorImage"
+        raise NotImplementedError(
+            f"this ITK's Python wrapping has no {ndim}D {kind} {image.dtype} CudaNonLocalMeansImageFilter; "
+            f"build ITK with {ndim} in ITK_WRAP_DIMS (and ITK_WRAP_float, ITK_WRAP_double on)") from None
     if channels == 1:
         itk_image = itk.image_from_array(image[..., 0])
     else:
         itk_image = itk.image_from_array(image, is_vector=True)
-    if ndim != itk_image.GetImageDimension():
-        raise NotImplementedError(f"this ITK has no {ndim}D wrapping of CudaNonLocalMeansImageFilter")
     enums = itk.CudaNonLocalMeansImageFilterEnums
-    filt = itk.CudaNonLocalMeansImageFilter[type(itk_image), type(itk_image)].New()
+    filt = filter_type.New()
     filt.SetInput(itk_image)
     filt.SetPatchSize(patch_size)
     filt.SetPatchDistance(patch_distance)

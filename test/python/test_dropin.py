@@ -84,3 +84,23 @@ def test_refuses_what_scikit_image_computes_meaninglessly():
         denoise_nl_means(image, h=0.0)
     with pytest.raises(ValueError, match="patch_distance"):
         denoise_nl_means(image, patch_distance=-1)
+
+
+def test_default_backend_gives_the_cpu_result():
+    # backend="auto" computes on the GPU where one is usable (bitwise equal to the CPU backend,
+    # checked by the C++ GPU test) and otherwise on the CPU.
+    image = smooth_noisy((22, 26), seed=15)
+    assert np.array_equal(denoise_nl_means(image, 3, 2, 0.1), denoise_nl_means(image, 3, 2, 0.1, backend="cpu"))
+    with pytest.raises(ValueError, match="backend"):
+        denoise_nl_means(image, backend="gpu")
+
+
+def test_dimension_without_wrapping_raises_clearly():
+    import itk
+    try:
+        itk.CudaNonLocalMeansImageFilter[itk.Image[itk.F, 4], itk.Image[itk.F, 4]]
+        pytest.skip("this ITK wraps 4D images")
+    except Exception:
+        pass
+    with pytest.raises(NotImplementedError, match="ITK_WRAP_DIMS"):
+        denoise_nl_means(np.zeros((4, 5, 6, 7), np.float32), 3, 1)

@@ -40,6 +40,8 @@ def test_object_api_runs_and_keeps_metadata():
     image = itk.image_from_array(array)
     image.SetSpacing([0.5, 1.5, 2.0])
     image.SetOrigin([-1.0, 2.0, 3.0])
+    direction = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    image.SetDirection(itk.matrix_from_array(direction))
     ImageType = type(image)
     f = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New()
     f.SetInput(image)
@@ -51,6 +53,7 @@ def test_object_api_runs_and_keeps_metadata():
     assert f.GetBackendUsed() == "CPU"
     assert tuple(out.GetSpacing()) == (0.5, 1.5, 2.0)
     assert tuple(out.GetOrigin()) == (-1.0, 2.0, 3.0)
+    assert np.array_equal(itk.array_from_matrix(out.GetDirection()), direction)
     result = itk.array_from_image(out)
     assert result.shape == array.shape and result.dtype == np.float32
     assert np.std(np.diff(result, axis=2)) < np.std(np.diff(array, axis=2))  # smoother
