@@ -15,11 +15,58 @@ Where scikit-image accepts input it cannot process meaningfully, this function r
 or NaN). A negative ``h`` or ``sigma`` is used by its absolute value, as scikit-image does.
 """
 
+import ctypes
+import glob
 import operator
+import os
 
 import numpy as np
 
 __all__ = ["denoise_nl_means", "BACKENDS"]
+
+_NVRTC_VARIABLE = "CUDANONLOCALMEANS_NVRTC_LIBRARY"
+
+
+def _pip_nvrtc_library():
+    """The NVRTC library of pip's nvidia-cuda-nvrtc-cu12 / -cu13 package, or None."""
+    try:
+        import nvidia.cuda_nvrtc as package
+    except ImportError:
+        return None
+    for folder in package.__path__:
+        found = sorted(glob.glob(os.path.join(folder, "lib", "libnvrtc.so.*")) +
+                       glob.glob(os.path.join(folder, "bin", "nvrtc64_*.dll")))
+        found = [f for f in found if "builtins" not in os.path.basename(f) and ".alt." not in f]
+        if found:
+            return found[-1]
+    return None
+
+
+def _system_nvrtc_loads():
+    """Whether the module's own search (loader path, CUDA_PATH, /usr/local/cuda) finds NVRTC."""
+    names = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    roots = [os.environ.get(v, "") for v in ("CUDA_PATH", "CUDA_HOME")] + ["/usr/local/cuda"]
+    candidates = names + [os.path.join(r, "lib64", n) for r in roots if r for n in names]
+    for candidate in candidates:
+        try:
+            ctypes.CDLL(candidate)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def _use_pip_nvrtc_when_needed():
+    """Lets `pip install itk-cudanonlocalmeans[nvrtc]` work without a CUDA toolkit: when no NVRTC
+    is named or found otherwise, name pip's for the CUDA backend (read when it first loads NVRTC)."""
+    if os.environ.get(_NVRTC_VARIABLE) or os.name == "nt":
+        return
+    library = _pip_nvrtc_library()
+    if library and not _system_nvrtc_loads():
+        os.environ[_NVRTC_VARIABLE] = library
+
+
+_use_pip_nvrtc_when_needed()
 
 #: Values of the ``backend`` keyword.
 BACKENDS = ("auto", "cpu", "cuda")

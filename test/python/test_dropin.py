@@ -104,3 +104,15 @@ def test_dimension_without_wrapping_raises_clearly():
         pass
     with pytest.raises(NotImplementedError, match="ITK_WRAP_DIMS"):
         denoise_nl_means(np.zeros((4, 5, 6, 7), np.float32), 3, 1)
+
+
+def test_pip_nvrtc_is_found():
+    # scripts/bootstrap.sh installs nvidia-cuda-nvrtc-cu12; without a CUDA toolkit the package
+    # names it for the CUDA backend.
+    import ctypes
+    import itk_cudanonlocalmeans as package
+    library = package._pip_nvrtc_library()
+    assert library is not None and "libnvrtc.so.12" in library
+    ctypes.CDLL(library)
+    if not package._system_nvrtc_loads():
+        assert package.os.environ.get("CUDANONLOCALMEANS_NVRTC_LIBRARY") == library
