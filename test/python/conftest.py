@@ -1,8 +1,14 @@
 """Shared helpers of the Python tests (run by CTest against a wrapped build; see
 scripts/build-python-wrapping.sh)."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from nlm_mha import ulp_distance  # noqa: E402  (shared with the scikit-image cross-check)
 
 
 def smooth_noisy(shape, channels=1, dtype=np.float32, seed=0):
@@ -20,12 +26,6 @@ def make_image():
     return smooth_noisy
 
 
-def ulp_distance(a, b):
+def max_ulp_distance(a, b):
     """Largest distance in representable values between two float arrays of one dtype."""
-    itype = np.int32 if a.dtype == np.float32 else np.int64
-    ia = a.view(itype).astype(np.int64)
-    ib = b.view(itype).astype(np.int64)
-    top = np.int64(np.iinfo(itype).min)
-    ia = np.where(ia < 0, top - ia, ia)
-    ib = np.where(ib < 0, top - ib, ib)
-    return int(np.max(np.abs(ia - ib))) if a.size else 0
+    return int(np.max(ulp_distance(a, b))) if a.size else 0

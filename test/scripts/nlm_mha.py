@@ -101,3 +101,16 @@ def read_mha(path):
     count = int(np.prod(shape))
     array = np.frombuffer(data, dtype=dtype, count=count, offset=pos).reshape(shape)
     return array.astype(dtype.newbyteorder("="), copy=True), channels
+
+
+def ulp_distance(a, b):
+    """Distance in representable values between two float arrays of one type (same sign assumed
+    away by the monotone integer mapping)."""
+    itype = np.int32 if a.dtype == np.float32 else np.int64
+    ia = a.view(itype).astype(np.int64)
+    ib = b.view(itype).astype(np.int64)
+    # Map the sign-magnitude encoding onto a monotone integer line.
+    top = np.int64(np.iinfo(itype).min)
+    ia = np.where(ia < 0, top - ia, ia)
+    ib = np.where(ib < 0, top - ib, ib)
+    return np.abs(ia - ib)

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nlm_mha import Case, read_mha, write_mha  # noqa: E402
+from nlm_mha import Case, read_mha, ulp_distance, write_mha  # noqa: E402
 
 
 CASES = [
@@ -65,19 +65,6 @@ def make_input(case, rng):
     if case.dtype == "uint8":
         return np.clip(np.round(255.0 * image), 0, 255).astype(np.uint8)
     return image.astype(case.dtype)
-
-
-def ulp_distance(a, b):
-    """Distance in representable values between two float arrays of one type (same sign assumed
-    away by the monotone integer mapping)."""
-    itype = np.int32 if a.dtype == np.float32 else np.int64
-    ia = a.view(itype).astype(np.int64)
-    ib = b.view(itype).astype(np.int64)
-    # Map the sign-magnitude encoding onto a monotone integer line.
-    top = np.int64(np.iinfo(itype).min)
-    ia = np.where(ia < 0, top - ia, ia)
-    ib = np.where(ib < 0, top - ib, ib)
-    return np.abs(ia - ib)
 
 
 def main():
