@@ -150,9 +150,10 @@ public:
   static void
   VerifyProblem(const Problem & problem);
 
-  /** Check that every input value is finite; throws ExceptionObject naming the first that is not. */
+  /** Check that every input value is finite; throws ExceptionObject naming the first that is not.
+   * With a threader and more than one work unit the check runs in parallel. */
   static void
-  VerifyInputIsFinite(const Problem & problem);
+  VerifyInputIsFinite(const Problem & problem, MultiThreaderBase * threader = nullptr, unsigned int workUnits = 1);
 
   /** Odd patch size actually used for a requested patch size (scikit-image adds one to even sizes). */
   static int

@@ -18,10 +18,14 @@
 #include "itkNonLocalMeansBackend.h"
 #include "itkNonLocalMeansCPUBackend.h"
 #include "itkNonLocalMeansCUDABackend.h"
+#include "itkMultiThreaderBase.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace itk
 {
@@ -136,8 +140,69 @@ VerifyFinite(const T * data, std::int64_t count, unsigned int components)
 }
 } // namespace
 
+namespace
+{
+/** Whether data[0, count) holds a NaN or an infinity: its exponent bits all set. An integer OR
+ * reduction without early exit, so that the compiler vectorises it. */
+template <typename T, typename TBits>
+bool
+HoldsNonFinite(const T * data, std::int64_t count)
+{
+  static_assert(sizeof(T) == sizeof(TBits), "bit pattern of the element type");
+  constexpr TBits exponent = static_cast<TBits>(std::is_same<T, float>::value ? 0x7f800000ull : 0x7ff0000000000000ull);
+  TBits           any = 0;
+  for (std::int64_t i = 0; i < count; ++i)
+  {
+    TBits bits;
+    std::memcpy(&bits, data + i, sizeof(T));
+    any |= static_cast<TBits>((bits & exponent) == exponent);
+  }
+  return any != 0;
+}
+
+template <typename T, typename TBits>
 void
-NonLocalMeansBackend::VerifyInputIsFinite(const Problem & p)
+VerifyFiniteInParallel(const T *           data,
+                       std::int64_t        count,
+                       unsigned int        components,
+                       MultiThreaderBase * threader,
+                       unsigned int        workUnits)
+{
+  constexpr std::int64_t block = std::int64_t{ 1 } << 20;
+  const std::int64_t     blocks = (count + block - 1) / block;
+  bool                   bad = false;
+  if (threader == nullptr || workUnits <= 1 || blocks <= 1)
+  {
+    bad = HoldsNonFinite<T, TBits>(data, count);
+  }
+  else
+  {
+    std::atomic<bool>  found{ false };
+    const unsigned int previous = threader->GetNumberOfWorkUnits();
+    threader->SetNumberOfWorkUnits(workUnits);
+    threader->ParallelizeArray(
+      0,
+      static_cast<SizeValueType>(blocks),
+      [&](SizeValueType b) {
+        const std::int64_t first = static_cast<std::int64_t>(b) * block;
+        if (HoldsNonFinite<T, TBits>(data + first, std::min(block, count - first)))
+        {
+          found = true;
+        }
+      },
+      nullptr);
+    threader->SetNumberOfWorkUnits(previous);
+    bad = found;
+  }
+  if (bad)
+  {
+    VerifyFinite(data, count, components); // finds the first one and throws, naming it
+  }
+}
+} // namespace
+
+void
+NonLocalMeansBackend::VerifyInputIsFinite(const Problem & p, MultiThreaderBase * threader, unsigned int workUnits)
 {
   std::int64_t count = p.Components;
   for (unsigned int a = 0; a < p.Dimension; ++a)
@@ -146,11 +211,13 @@ NonLocalMeansBackend::VerifyInputIsFinite(const Problem & p)
   }
   if (p.InputType == ElementType::Float32)
   {
-    VerifyFinite(static_cast<const float *>(p.Input), count, p.Components);
+    VerifyFiniteInParallel<float, std::uint32_t>(
+      static_cast<const float *>(p.Input), count, p.Components, threader, workUnits);
   }
   else
   {
-    VerifyFinite(static_cast<const double *>(p.Input), count, p.Components);
+    VerifyFiniteInParallel<double, std::uint64_t>(
+      static_cast<const double *>(p.Input), count, p.Components, threader, workUnits);
   }
 }
 

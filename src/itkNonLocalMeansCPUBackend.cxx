@@ -914,7 +914,7 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
                              unsigned int        numberOfWorkUnits)
 {
   VerifyProblem(problem);
-  VerifyInputIsFinite(problem);
+  VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
   if (threader == nullptr)
   {
     numberOfWorkUnits = 1;

@@ -610,7 +610,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     m_Statistics.Configuration = "slow mode on the CPU backend";
     return;
   }
-  VerifyInputIsFinite(problem);
+  VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
 
   std::string   why;
   DeviceState * state = DeviceState::Get(why);

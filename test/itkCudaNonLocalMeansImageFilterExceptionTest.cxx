@@ -123,6 +123,37 @@ itkCudaNonLocalMeansImageFilterExceptionTest(int, char *[])
     });
   }
 
+  // Non-finite values in images large enough for the check to run in parallel blocks (2^20
+  // values each): the message names the first bad pixel; finite images pass.
+  {
+    using Image3D = itk::Image<float, 3>;
+    const Image3D::SizeType  big{ { 112, 104, 100 } };
+    const Image3D::IndexType where{ { 5, 50, 99 } };
+    const long long          linear = 5 + 50 * 112 + 99LL * 112 * 104;
+    auto                     volume = itk::nlm_test::MakeImage<Image3D>(big, 1, 5);
+    auto                     finite = MakeFilter(volume.GetPointer());
+    finite->SetPatchDistance(0);
+    finite->SetNumberOfWorkUnits(4);
+    finite->Update(); // throws (and fails the test) on a false alarm
+    volume->SetPixel(where, std::numeric_limits<float>::infinity());
+    ExpectException("infinity in block 2 of a float volume", "at buffer pixel " + std::to_string(linear) + ",", [&] {
+      auto f = MakeFilter(volume.GetPointer());
+      f->SetNumberOfWorkUnits(4);
+      f->Update();
+    });
+    using VectorImage3D = itk::VectorImage<double, 3>;
+    auto vectors = itk::nlm_test::MakeImage<VectorImage3D>(big, 2, 6);
+    auto pixel = vectors->GetPixel(where);
+    pixel[1] = std::numeric_limits<double>::quiet_NaN();
+    vectors->SetPixel(where, pixel);
+    ExpectException(
+      "NaN in a 2-component double volume", "at buffer pixel " + std::to_string(linear) + ", component 1", [&] {
+        auto f = MakeFilter(vectors.GetPointer());
+        f->SetNumberOfWorkUnits(3);
+        f->Update();
+      });
+  }
+
   // Unsupported dimensions.
   {
     using Image1D = itk::Image<float, 1>;
