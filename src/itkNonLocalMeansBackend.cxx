@@ -18,7 +18,7 @@
 #include "itkNonLocalMeansBackend.h"
 #include "itkNonLocalMeansCPUBackend.h"
 #include "itkNonLocalMeansCUDABackend.h"
-#include "itkMultiThreaderBase.h"
+#include "itkNonLocalMeansParallelFor.h"
 
 #include <algorithm>
 #include <atomic>
@@ -138,10 +138,7 @@ VerifyFinite(const T * data, std::int64_t count, unsigned int components)
     }
   }
 }
-} // namespace
 
-namespace
-{
 /** Whether data[0, count) holds a NaN or an infinity: its exponent bits all set. An integer OR
  * reduction without early exit, so that the compiler vectorises it. */
 template <typename T, typename TBits>
@@ -169,32 +166,14 @@ VerifyFiniteInParallel(const T *           data,
                        unsigned int        workUnits)
 {
   constexpr std::int64_t block = std::int64_t{ 1 } << 20;
-  const std::int64_t     blocks = (count + block - 1) / block;
-  bool                   bad = false;
-  if (threader == nullptr || workUnits <= 1 || blocks <= 1)
-  {
-    bad = HoldsNonFinite<T, TBits>(data, count);
-  }
-  else
-  {
-    std::atomic<bool>  found{ false };
-    const unsigned int previous = threader->GetNumberOfWorkUnits();
-    threader->SetNumberOfWorkUnits(workUnits);
-    threader->ParallelizeArray(
-      0,
-      static_cast<SizeValueType>(blocks),
-      [&](SizeValueType b) {
-        const std::int64_t first = static_cast<std::int64_t>(b) * block;
-        if (HoldsNonFinite<T, TBits>(data + first, std::min(block, count - first)))
-        {
-          found = true;
-        }
-      },
-      nullptr);
-    threader->SetNumberOfWorkUnits(previous);
-    bad = found;
-  }
-  if (bad)
+  std::atomic<bool>      found{ false };
+  nlm::ParallelFor(threader, workUnits, (count + block - 1) / block, [&](std::int64_t b) {
+    if (HoldsNonFinite<T, TBits>(data + b * block, std::min(block, count - b * block)))
+    {
+      found = true;
+    }
+  });
+  if (found)
   {
     VerifyFinite(data, count, components); // finds the first one and throws, naming it
   }

@@ -17,6 +17,7 @@
  *=========================================================================*/
 #include "itkNonLocalMeansCPUBackend.h"
 #include "itkNonLocalMeansNumerics.h"
+#include "itkNonLocalMeansParallelFor.h"
 
 #include "itkMultiThreaderBase.h"
 #include "itkProcessObject.h"
@@ -39,58 +40,7 @@ using Int = std::int64_t;
 using Index4 = std::array<Int, MaxDim>;
 using Shift = std::array<int, MaxDim>;
 using ElementType = NonLocalMeansBackend::ElementType;
-
-/** Runs `body(i)` for i in [0, count) on the threader, catching exceptions in the workers and
- * rethrowing the first one on the calling thread. */
-template <typename TBody>
-void
-ParallelFor(MultiThreaderBase * threader, unsigned int workUnits, Int count, TBody && body)
-{
-  if (count <= 0)
-  {
-    return;
-  }
-  std::exception_ptr firstError;
-  std::mutex         errorMutex;
-  std::atomic<bool>  failed{ false };
-  auto               guarded = [&](SizeValueType i) {
-    if (failed.load(std::memory_order_relaxed))
-    {
-      return;
-    }
-    try
-    {
-      body(static_cast<Int>(i));
-    }
-    catch (...)
-    {
-      const std::lock_guard<std::mutex> lock(errorMutex);
-      if (!firstError)
-      {
-        firstError = std::current_exception();
-      }
-      failed = true;
-    }
-  };
-  if (threader == nullptr || workUnits <= 1 || count == 1)
-  {
-    for (Int i = 0; i < count; ++i)
-    {
-      guarded(static_cast<SizeValueType>(i));
-    }
-  }
-  else
-  {
-    const unsigned int previous = threader->GetNumberOfWorkUnits();
-    threader->SetNumberOfWorkUnits(workUnits);
-    threader->ParallelizeArray(0, static_cast<SizeValueType>(count), guarded, nullptr);
-    threader->SetNumberOfWorkUnits(previous);
-  }
-  if (firstError)
-  {
-    std::rethrow_exception(firstError);
-  }
-}
+using nlm::ParallelFor;
 
 void
 ThrowIfAborted(ProcessObject * caller)

@@ -92,9 +92,7 @@ def _to_float(image, preserve_range):
         return image * (1.0 / np.iinfo(image.dtype).max)
     if kind == "i":
         return np.maximum(image * (1.0 / np.iinfo(image.dtype).max), -1.0)
-    if kind == "c":
-        raise ValueError(f"Cannot convert from {image.dtype} to float64.")
-    raise ValueError(f"Cannot convert from {image.dtype} to float64.")
+    raise ValueError(f"Cannot convert from {image.dtype} to float64.")  # complex, object, ...
 
 
 def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=True, sigma=0.0, *,

@@ -77,15 +77,11 @@ def main():
     metadata = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
     if metadata is None or not re.search(r"^Requires-Dist: itk\b", (unpacked / metadata).read_text(), re.M):
         problems.append("the metadata does not require itk")
-    for name in names:
-        if ".so" in Path(name).name:
-            dynamic = subprocess.run(["readelf", "-d", str(unpacked / name)], check=True, capture_output=True,
-                                     text=True).stdout
-            needed = re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic)
-            print(f"{name} needs {', '.join(needed)}")
-            problems += [f"{name} needs {lib}" for lib in needed if CUDA_LIBRARY.match(lib)]
-    # The module's own library, which ITK's wheel scripts (auditwheel) add next to the wrapping.
-    for library in sorted(Path(args.itk_dir).rglob("libitkCudaNonLocalMeans-*.so*")):
+    # The shared objects in the wheel, and the module's own library, which ITK's wheel scripts
+    # (auditwheel) add next to the wrapping.
+    shared = [unpacked / name for name in names if ".so" in Path(name).name]
+    shared += sorted(Path(args.itk_dir).rglob("libitkCudaNonLocalMeans-*.so*"))
+    for library in shared:
         dynamic = subprocess.run(["readelf", "-d", str(library)], check=True, capture_output=True, text=True).stdout
         needed = re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic)
         print(f"{library.name} needs {', '.join(needed)}")
