@@ -56,6 +56,7 @@ struct NlmFastParams
   double    norm;
   double    invNorm;
   double    noise;
+  double    negScale;
 };
 struct NlmPadParams
 {
@@ -459,6 +460,58 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
   base.OutputDouble = p.OutputType == ElementType::Float64;
   base.SinglePrecision = p.SinglePrecision;
 
+  // 3D with a patch size of 3 or more: the column kernel, when its footprint fits in shared memory
+  // (see the kernel source). CUDANONLOCALMEANS_COLUMNS=rows,planes,warps,blocks forces a shape, =0
+  // the tiled kernel; a forced tile (CUDANONLOCALMEANS_TILE) selects the tiled kernel too.
+  const char * columnsEnv = std::getenv("CUDANONLOCALMEANS_COLUMNS");
+  if (p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= 11 && !std::getenv("CUDANONLOCALMEANS_TILE") &&
+      !(columnsEnv && std::string(columnsEnv) == "0"))
+  {
+    // Shapes in order of preference {rows, planes, warps, blocks per SM}: the first measured best on
+    // an H200 (BENCHMARKS.md), then smaller footprints.
+    std::vector<std::vector<int>> shapes = { { 2, 4, 4, 4 }, { 1, 4, 8, 2 }, { 1, 2, 8, 2 }, { 1, 2, 4, 2 } };
+    if (columnsEnv)
+    {
+      std::vector<int>  v;
+      std::stringstream ss(columnsEnv);
+      std::string       item;
+      while (std::getline(ss, item, ','))
+      {
+        v.push_back(std::atoi(item.c_str()));
+      }
+      if (v.size() == 4 && v[0] >= 1 && v[1] >= 1 && v[2] >= 1 && v[2] <= 32 && v[3] >= 1)
+      {
+        shapes = { v };
+      }
+    }
+    for (auto shape : shapes)
+    {
+      // Accumulators in registers: rows * planes * (components + 1) doubles, at most 32.
+      while (shape[1] > 1 && shape[0] * shape[1] * (base.Components + 1) > 32)
+      {
+        shape[1] /= 2;
+      }
+      nlm::KernelConfig k = base;
+      k.Rows = shape[0];
+      k.Tile[0] = 32 - (base.PatchSize - 2);
+      k.Tile[1] = shape[0] * shape[2];
+      k.Tile[2] = shape[1];
+      k.Tile[3] = 1;
+      k.ThreadCount = 32 * shape[2];
+      k.ZSegments = 1;
+      k.MinBlocks = shape[3];
+      const size_t shared = k.SharedBytes();
+      while (k.MinBlocks > 1 && static_cast<size_t>(k.MinBlocks) * (shared + 1024) > static_cast<size_t>(sharedPerSM))
+      {
+        --k.MinBlocks;
+      }
+      if (shared <= static_cast<size_t>(sharedLimit))
+      {
+        return k;
+      }
+    }
+  }
+
   // Candidates: tile extents, threads and (3D) segments of the march along axis 2. Along axis 0
   // the preferred extent makes a row of patch terms fill one warp exactly.
   const int        win = base.PatchSize - 1;
@@ -815,6 +868,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     fp.norm = norm;
     fp.invNorm = 1.0 / norm;
     fp.noise = noise;
+    fp.negScale = nlm::WeightScale(norm);
     const long long                     wave = static_cast<long long>(s.multiprocessors) * module.blocksPerSM;
     const long long                     chunk = std::max<long long>(4 * wave, (tilesTotalAll + 39) / 40);
     CUdeviceptr                         yPtr = dPad.Get(), oPtr = dOut.Get();

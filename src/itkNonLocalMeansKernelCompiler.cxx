@@ -182,6 +182,8 @@ KernelConfig::Macros() const
   m.push_back(std::string("-DNLM_REAL=") + (SinglePrecision ? "float" : "double"));
   m.push_back(std::string("-DNLM_REAL_IS_FLOAT=") + (SinglePrecision ? "1" : "0"));
   m.push_back(std::string("-DNLM_INDEX=") + (WideIndex ? "long long" : "int"));
+  m.push_back("-DNLM_COLS=" + std::string(Rows > 0 ? "1" : "0"));
+  m.push_back("-DNLM_ROWS=" + std::to_string(Rows));
   return m;
 }
 
@@ -191,6 +193,15 @@ KernelConfig::SharedBytes() const
   if (PatchSize <= 1)
   {
     return 0; // patch size 1: constant weights, no shared memory
+  }
+  const size_t real = SinglePrecision ? sizeof(float) : sizeof(double);
+  if (Rows > 0)
+  {
+    // The column kernel's footprint: 32 cells along axis 0, the tile's terms along the others,
+    // all extended by the patch distance on both sides.
+    const size_t ext = static_cast<size_t>(PatchSize - 2);
+    const size_t pd2 = 2 * static_cast<size_t>(PatchDistance);
+    return (32 + pd2) * (Tile[1] + ext + pd2) * (Tile[2] + ext + pd2) * Components * real;
   }
   const size_t ext = static_cast<size_t>(PatchSize - 2);
   size_t       w[4] = { 1, 1, 1, 1 };
@@ -208,7 +219,7 @@ KernelConfig::SharedBytes() const
   const size_t weights = w[0] * w[1] * w[2] * w[3];
   const size_t b = (Dimension > 3) ? w[0] * w[1] * (w[2] + ext) * (w[3] + ext) : 0;
   // Sums in the arithmetic type; weights in 4 bytes (the high word of a double, or a float).
-  return (a + b) * (SinglePrecision ? sizeof(float) : sizeof(double)) + weights * 4;
+  return (a + b) * real + weights * 4;
 }
 
 std::string
@@ -220,8 +231,16 @@ KernelConfig::Describe() const
   {
     os << "x" << Tile[a];
   }
-  os << " threads " << ThreadCount << "x" << MinBlocks << " z-segments " << ZSegments << " "
-     << (InputDouble ? "double" : "float") << "->" << (OutputDouble ? "double" : "float") << " arithmetic "
+  os << " threads " << ThreadCount << "x" << MinBlocks;
+  if (Rows > 0)
+  {
+    os << " columns of " << Rows << " row(s)";
+  }
+  else
+  {
+    os << " z-segments " << ZSegments;
+  }
+  os << " " << (InputDouble ? "double" : "float") << "->" << (OutputDouble ? "double" : "float") << " arithmetic "
      << (SinglePrecision ? "float" : "double") << (WideIndex ? " wide-index" : "");
   return os.str();
 }

@@ -47,6 +47,9 @@ struct KernelConfig
   bool OutputDouble{ false };
   bool SinglePrecision{ false }; // float arithmetic (opt-in, not bitwise)
   bool WideIndex{ false };       // 64-bit offsets inside a block's footprint
+  /** 0: the tiled kernel. Otherwise the column kernel (3D, patch size >= 3) with this many rows along
+   * axis 1 per thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 }. */
+  int Rows{ 0 };
 
   /** The NVRTC options (macros) of this configuration. */
   std::vector<std::string>

@@ -46,6 +46,8 @@
 //   NLM_REAL       arithmetic type, also of the padded input: double (bitwise contract) or float
 //   NLM_REAL_IS_FLOAT 1 for float arithmetic
 //   NLM_INDEX      integer type of offsets inside a block's footprint: int or long long
+//   NLM_COLS       1 for the column kernel (3D; see below), 0 for the tiled kernel
+//   NLM_ROWS       column kernel: rows along axis 1 per thread
 
 #include "itkNonLocalMeansNumerics.h"
 
@@ -91,7 +93,7 @@ constexpr int  SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed alo
 static_assert(DIM >= 2 && DIM <= 4, "2D, 3D or 4D");
 static_assert(DIM > 2 || (T2 == 1 && T3 == 1), "unused axes have extent 1");
 static_assert(DIM > 3 || T3 == 1, "unused axes have extent 1");
-static_assert(TV % NT == 0, "the threads divide the tile");
+static_assert(NLM_COLS || TV % NT == 0, "the threads divide the tile");
 // When the threads cover whole planes of the tile (axes 0 and 1), every thread keeps one column.
 constexpr bool COLUMNS = (NT % (T0 * T1) == 0);
 constexpr int  CSTEP = COLUMNS ? NT / (T0 * T1) : 1; // planes between a thread's voxels
@@ -247,8 +249,9 @@ struct NlmFastParams
   long long tiles[4];   // tiles per axis
   long long tileOffset; // first tile of this launch
   double    norm;
-  double    invNorm; // the double nearest 1 / norm
+  double    invNorm;  // the double nearest 1 / norm
   double    noise;
+  double    negScale; // WeightScale(norm), for FastModeWeightHighWordScaled
 };
 
 /** Parameters of nlm_pad. */
@@ -294,6 +297,7 @@ nlm_pad(const TIn * __restrict__ in, Real * __restrict__ out, NlmPadParams p)
   }
 }
 
+#if !NLM_COLS
 extern "C" __global__ void
 __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out, NlmFastParams p)
 {
@@ -625,3 +629,243 @@ __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut 
     }
   }
 }
+#endif
+
+#if NLM_COLS
+// The column kernel (3D, patch size >= 3). A block first copies its footprint of the padded input
+// (its tile's patch terms extended by the patch distance on every side) into shared memory, whose
+// strides are compile-time constants, then runs without barriers. A warp covers 32 cells along
+// axis 0, of which the first 32 - EXT are output voxels; each thread owns NLM_ROWS rows along
+// axis 1 and the T2 planes of the tile along axis 2, and keeps their accumulators in registers. For
+// every shift t it marches through its planes and computes, for each of its voxels c, both
+// raw(c, t) and raw(c, -t) = raw(c - t, t) (contract 2.3: the same squares in the same order), so
+// the weights of the centre and of the target term need nothing from other threads but the terms
+// of their neighbours along axis 0 (shuffles). Sums: along axis 0 across lanes, along axis 1 over
+// the thread's rows, along axis 2 over the planes of the march, in the contract's order.
+namespace
+{
+constexpr int R = NLM_ROWS;
+constexpr int RE = R + EXT; // rows of terms per thread
+constexpr int TZ = T2;
+// Footprint of a block in shared memory (cells), and its strides.
+constexpr int FX = 32 + 2 * PD;
+constexpr int FY = T1 + EXT + 2 * PD;
+constexpr int FZ = T2 + EXT + 2 * PD;
+constexpr int FXY = FX * FY;
+static_assert(DIM == 3 && WIN >= 1, "the column kernel is for 3D with a patch size of 3 or more");
+static_assert(T0 == 32 - EXT && T1 * 32 == R * NT && NT % 32 == 0, "one warp per R rows of 32 - EXT voxels");
+
+/** A weight of the column kernel, in its stored form. */
+__device__ __forceinline__ WeightStore
+ColumnWeight(Real raw, Real norm, Real invNorm, double negScale, bool half)
+{
+#  if NLM_REAL_IS_FLOAT
+  return Weight(raw, norm, invNorm, half);
+#  else
+  return itk::nlm::FastModeWeightHighWordScaled(raw, norm, negScale, half);
+#  endif
+}
+} // namespace
+
+extern "C" __global__ void
+__launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out, NlmFastParams p)
+{
+  extern __shared__ double sharedRaw[];
+  Real *          F = reinterpret_cast<Real *>(sharedRaw);
+  long long       tile = p.tileOffset + blockIdx.x;
+  const long long c0 = tile % p.tiles[0];
+  tile /= p.tiles[0];
+  const long long c1 = tile % p.tiles[1];
+  const long long c2 = tile / p.tiles[1];
+  const int       lane = threadIdx.x % 32;
+  const int       warp = threadIdx.x / 32;
+
+  // The footprint starts at padded cell lo + 1 on every axis: the first patch term of the tile's
+  // first voxel is at lo + E - O + 1 = lo + PD + 1, and shifts reach PD further on each side.
+  {
+    const Real * src =
+      Y + ((c0 * T0 + 1) + (c1 * T1 + 1) * p.ySize[0] + (c2 * T2 + 1) * p.ySize[0] * p.ySize[1]) * K;
+    const Index ys1 = static_cast<Index>(p.ySize[0]);
+    const Index ys2 = ys1 * static_cast<Index>(p.ySize[1]);
+    for (int f = threadIdx.x; f < FXY * FZ; f += NT)
+    {
+      const int   x = f % FX;
+      const int   y = (f / FX) % FY;
+      const int   z = f / FXY;
+      const Index at = (x + y * ys1 + z * ys2) * K;
+#  pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        F[f * K + k] = src[at + k];
+      }
+    }
+  }
+  __syncthreads();
+
+  // This thread's first patch term in the footprint, and its voxel's offset from it.
+  const Real * own = F + ((lane + PD) + (warp * R + PD) * FX + PD * FXY) * K;
+  constexpr int centre = (O - 1) * (1 + FX + FXY) * K;
+  const Real    norm = static_cast<Real>(p.norm);
+  const Real    invNorm = static_cast<Real>(p.invNorm);
+  const Real    noise = static_cast<Real>(p.noise);
+  const double  negScale = p.negScale;
+
+  Real ws[R][TZ];
+  Real rs[R][TZ][K];
+#  pragma unroll
+  for (int r = 0; r < R; ++r)
+  {
+#  pragma unroll
+    for (int q = 0; q < TZ; ++q)
+    {
+      ws[r][q] = 0;
+#  pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[r][q][k] = 0;
+      }
+    }
+  }
+
+  for (int t2 = -PD; t2 <= PD; ++t2)
+  {
+    for (int t1 = -PD; t1 <= PD; ++t1)
+    {
+#  pragma unroll 1
+      for (int t0 = 0; t0 <= PD; ++t0)
+      {
+        const bool   half = (t0 == 0);
+        const bool   targetFirst = (t2 != 0) ? (t2 > 0) : (t1 != 0) ? (t1 > 0) : (t0 > 0);
+        const int    tOff = (t0 + t1 * FX + t2 * FXY) * K;
+        const Real * plus = own + tOff;
+        const Real * minus = own - tOff;
+        // Sums along axes 0 and 1 of the last WIN planes, for +t and -t, per row.
+        Real ringP[R][WIN];
+        Real ringM[R][WIN];
+#  pragma unroll
+        for (int r = 0; r < R; ++r)
+        {
+#  pragma unroll
+          for (int j = 0; j < WIN; ++j)
+          {
+            ringP[r][j] = 0;
+            ringM[r][j] = 0;
+          }
+        }
+#  pragma unroll
+        for (int pl = 0; pl < TZ + EXT; ++pl)
+        {
+          Real aP[RE];
+          Real aM[RE];
+#  pragma unroll
+          for (int r = 0; r < RE; ++r)
+          {
+            const int at = (r * FX + pl * FXY) * K;
+            Real      dP = 0;
+            Real      dM = 0;
+#  pragma unroll
+            for (int k = 0; k < K; ++k)
+            {
+              const Real value = own[at + k];
+              const Real diffP = value - plus[at + k];
+              const Real diffM = value - minus[at + k];
+              dP = (k == 0) ? diffP * diffP : dP + diffP * diffP;
+              dM = (k == 0) ? diffM * diffM : dM + diffM * diffM;
+            }
+            dP = dP - noise;
+            dM = dM - noise;
+            Real sP = dP;
+            Real sM = dM;
+#  pragma unroll
+            for (int j = 1; j < WIN; ++j)
+            {
+              sP = sP + __shfl_down_sync(0xffffffffu, dP, j);
+              sM = sM + __shfl_down_sync(0xffffffffu, dM, j);
+            }
+            aP[r] = sP;
+            aM[r] = sM;
+          }
+#  pragma unroll
+          for (int r = 0; r < R; ++r)
+          {
+            Real bP = aP[r];
+            Real bM = aM[r];
+#  pragma unroll
+            for (int j = 1; j < WIN; ++j)
+            {
+              bP = bP + aP[r + j];
+              bM = bM + aM[r + j];
+            }
+#  pragma unroll
+            for (int j = 0; j + 1 < WIN; ++j)
+            {
+              ringP[r][j] = ringP[r][j + 1];
+              ringM[r][j] = ringM[r][j + 1];
+            }
+            ringP[r][WIN - 1] = bP;
+            ringM[r][WIN - 1] = bM;
+            if (pl >= EXT)
+            {
+              const int q = pl - EXT;
+              Real      rawP = ringP[r][0];
+              Real      rawM = ringM[r][0];
+#  pragma unroll
+              for (int j = 1; j < WIN; ++j)
+              {
+                rawP = rawP + ringP[r][j];
+                rawM = rawM + ringM[r][j];
+              }
+              const Real wc = Unpack(ColumnWeight(rawP, norm, invNorm, negScale, half));
+              const Real wt = Unpack(ColumnWeight(rawM, norm, invNorm, negScale, half));
+              const int  c = centre + (r * FX + q * FXY) * K;
+              if (targetFirst)
+              {
+                ws[r][q] = (ws[r][q] + wt) + wc;
+#  pragma unroll
+                for (int k = 0; k < K; ++k)
+                {
+                  rs[r][q][k] = (rs[r][q][k] + wt * minus[c + k]) + wc * plus[c + k];
+                }
+              }
+              else
+              {
+                ws[r][q] = (ws[r][q] + wc) + wt;
+#  pragma unroll
+                for (int k = 0; k < K; ++k)
+                {
+                  rs[r][q][k] = (rs[r][q][k] + wc * plus[c + k]) + wt * minus[c + k];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Normalise and store the voxels inside the output region.
+  const long long g0 = c0 * T0 + lane;
+  const long long g1 = c1 * T1 + warp * R;
+  const long long g2 = c2 * T2;
+  if (lane < T0 && g0 < p.outSize[0])
+  {
+#  pragma unroll
+    for (int r = 0; r < R; ++r)
+    {
+#  pragma unroll
+      for (int q = 0; q < TZ; ++q)
+      {
+        if (g1 + r < p.outSize[1] && g2 + q < p.outSize[2])
+        {
+          const long long o = g0 + p.outSize[0] * ((g1 + r) + p.outSize[1] * (g2 + q));
+#  pragma unroll
+          for (int k = 0; k < K; ++k)
+          {
+            out[o * K + k] = static_cast<TOut>(static_cast<TIn>(rs[r][q][k] / ws[r][q]));
+          }
+        }
+      }
+    }
+  }
+}
+#endif

@@ -28,6 +28,7 @@
 #  define ITK_NLM_HOST_DEVICE inline
 #endif
 #if !defined(__CUDACC_RTC__)
+#  include <cmath>
 #  include <cstring>
 #endif
 
@@ -150,6 +151,46 @@ FastModeWeightHighWordNoDivision(double raw, double norm, double invNorm, bool h
   // Truncation toward zero of a negative number is its ceiling.
   const int i = low + ((e > 0.0) ? 1 : 0);
   return static_cast<unsigned int>(i) + static_cast<unsigned int>(kExpBC) - halve;
+}
+
+/** The same high word as FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw that
+ * is not NaN (patch distances never are: the terms are squares minus a finite noise term), with one
+ * multiplication: `negScale` is WeightScale(norm), the double nearest -kExpA / norm. For raw > 0,
+ * p = raw * negScale is within 3 * 2^-53 (relative) of the exact -kExpA * raw / norm, and so is the
+ * product the division path truncates; above -2^23 that is less than 2^-27. So when p is farther
+ * than 2^-24 from every negative integer, both truncate to the same integer (toward zero, the
+ * ceiling; p in (-1, 0] gives 0 on both), and p below -7563877 (the cutoff is at -5 * kExpA =
+ * -7563876.98) is beyond the cutoff on both. raw <= 0 gives p >= 0, whose ceiling is clamped to 0,
+ * the weight of distance 0. The division path is taken for the rest: p within 2^-24 of a negative
+ * integer, or p in the unit interval that holds the cutoff (ceiling -7563876). */
+ITK_NLM_HOST_DEVICE unsigned int
+FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half)
+{
+  const double p = raw * negScale;
+  if (p < -7563877.0)
+  {
+    return 0u;
+  }
+#if defined(__CUDA_ARCH__)
+  const int i = __double2int_ru(p); // the ceiling, saturated
+#else
+  const double ceiling = std::ceil(p);
+  const int    i = (ceiling < 2147483647.0) ? static_cast<int>(ceiling) : 2147483647;
+#endif
+  const double f = static_cast<double>(i) - p; // in [0, 1) unless saturated (then i > 0)
+  const bool   ambiguous = (i < 0 && f < 0x1p-24) || (i <= 0 && f > 1.0 - 0x1p-24) || i <= -7563876;
+  if (ambiguous)
+  {
+    return FastModeWeightHighWord(raw, norm, half);
+  }
+  return static_cast<unsigned int>(i < 0 ? i : 0) + static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
+}
+
+/** The constant FastModeWeightHighWordScaled expects for `norm`. */
+ITK_NLM_HOST_DEVICE double
+WeightScale(double norm)
+{
+  return -(kExpA * (1.0 / norm));
 }
 
 /** Whether a shift is lexicographically positive (first non-zero component, outermost axis

@@ -180,6 +180,20 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     "3D uint8 -> double p3 d2", Image<U3>({ 24, 21, 18 }, 1, 15, 255.0).GetPointer(), { 3, 2, 25.0, 10.0 });
   Compare<F3, D3>("3D float -> double p3 d3", Image<F3>({ 26, 20, 18 }, 1, 16).GetPointer(), { 3, 3, 0.1, 0.05 });
   Compare<D3, F3>("3D double -> float p3 d3", Image<D3>({ 26, 20, 18 }, 1, 17).GetPointer(), { 3, 3, 0.1, 0.05 });
+  Compare("3D double p9 d3 2-channel",
+          Image<itk::VectorImage<double, 3>>({ 23, 17, 12 }, 2, 27).GetPointer(),
+          { 9, 3, 0.3, 0.02 });
+  Compare("3D float p3 d4 one plane", Image<F3>({ 40, 33, 1 }, 1, 28).GetPointer(), { 3, 4, 0.1, 0.05 });
+  {
+    // A constant block: raw distances of exactly 0 (sigma 0) and of exactly -noise sums.
+    auto input = Image<D3>({ 35, 30, 21 }, 1, 29);
+    for (itk::IndexValueType z = 0; z < 10; ++z)
+      for (itk::IndexValueType y = 0; y < 30; ++y)
+        for (itk::IndexValueType x = 0; x < 20; ++x)
+          input->SetPixel({ { x, y, z } }, 0.25);
+    Compare("3D double constant block sigma 0", input.GetPointer(), { 3, 3, 0.1, 0.0 });
+    Compare("3D double constant block sigma 0.05", input.GetPointer(), { 3, 2, 0.1, 0.05 });
+  }
 
   // 4D.
   Compare("4D double p3 d2", Image<D4>({ 9, 8, 7, 6 }, 1, 18).GetPointer(), { 3, 2, 0.1, 0.05 });
@@ -205,6 +219,25 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
             std::string("forced tile ") + tile + " (" + info + ") == CPU");
     }
     SetEnv("CUDANONLOCALMEANS_TILE", nullptr);
+    // The column kernel (the default in 3D) with forced shapes: rows, planes, warps, blocks.
+    for (const char * columns : { "1,8,8,1", "2,8,4,2", "2,4,8,1", "1,16,4,2", "3,4,2,1", "4,2,1,3" })
+    {
+      SetEnv("CUDANONLOCALMEANS_COLUMNS", columns);
+      std::string info;
+      const auto  gpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
+      Check(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), columns) == 0,
+            std::string("forced columns ") + columns + " (" + info + ") == CPU");
+    }
+    SetEnv("CUDANONLOCALMEANS_COLUMNS", "0");
+    {
+      std::string info;
+      const auto  gpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
+      Check(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), "tiled") == 0,
+            "tiled kernel chosen in 3D (" + info + ") == CPU");
+    }
+    SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
     // Lower the memory budget until the volume no longer fits in one slab, then further.
     int multiSlabRuns = 0;
     for (itk::SizeValueType memory = 4000000; memory > 50000; memory = memory * 2 / 3)

@@ -72,6 +72,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
   {
     int  dim, k, s, d, t0, t1, t2, t3, threads, segments;
     bool inDouble, outDouble, single, wide;
+    int  rows; // column kernel (0: tiled)
   };
   std::vector<Variant> variants = {
     // 2D tiles
@@ -89,6 +90,13 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 1, 7, 11, 16, 8, 4, 1, 128, 1, false, false, false, false },
     { 3, 2, 1, 1, 16, 16, 4, 1, 256, 1, false, false, false, false },
     { 3, 1, 3, 3, 8, 8, 8, 1, 128, 4, true, true, true, false },
+    // 3D columns
+    { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, false, false, false, false, 2 },
+    { 3, 1, 3, 3, 31, 8, 8, 1, 256, 1, true, true, false, false, 1 },
+    { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, true, true, true, false, 2 },
+    { 3, 3, 3, 2, 31, 8, 4, 1, 128, 1, false, false, false, false, 2 },
+    { 3, 1, 5, 2, 29, 8, 4, 1, 256, 1, true, false, false, true, 1 },
+    { 3, 1, 7, 11, 27, 4, 4, 1, 128, 1, false, true, false, false, 1 },
     // 4D tiles
     { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false },
     { 4, 2, 3, 1, 16, 8, 4, 2, 256, 1, false, false, false, false },
@@ -116,6 +124,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.OutputDouble = v.outDouble;
     c.SinglePrecision = v.single;
     c.WideIndex = v.wide;
+    c.Rows = v.rows;
     for (int arch : archs)
     {
       try

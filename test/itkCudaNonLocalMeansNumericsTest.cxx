@@ -111,11 +111,12 @@ itkCudaNonLocalMeansNumericsTest(int, char *[])
     const double expected = FastModeWeight(raw, norm, alpha);
     const double exact = DoubleFromHighWord(FastModeWeightHighWord(raw, norm, alpha == 0.5));
     const double fast = DoubleFromHighWord(FastModeWeightHighWordNoDivision(raw, norm, 1.0 / norm, alpha == 0.5));
+    const double scaled = DoubleFromHighWord(FastModeWeightHighWordScaled(raw, norm, WeightScale(norm), alpha == 0.5));
     ++compared;
-    if (!SameBits(expected, exact) || !SameBits(expected, fast))
+    if (!SameBits(expected, exact) || !SameBits(expected, fast) || !SameBits(expected, scaled))
     {
-      std::cout << "FAIL raw " << raw << " norm " << norm << ": " << expected << " vs " << exact << " and " << fast
-                << std::endl;
+      std::cout << "FAIL raw " << raw << " norm " << norm << ": " << expected << " vs " << exact << ", " << fast
+                << " and " << scaled << std::endl;
       ++failures;
     }
   };
@@ -159,6 +160,19 @@ itkCudaNonLocalMeansNumericsTest(int, char *[])
   compare(-1.0, 0.3, 1.0);
   compare(1e-300, 0.3, 1.0);
   compare(std::numeric_limits<double>::infinity(), 0.3, 1.0);
+  compare(-std::numeric_limits<double>::infinity(), 0.3, 1.0);
+  compare(1e300, 1e-6, 0.5);
+  compare(-1e300, 1e-6, 0.5);
+  compare(std::numeric_limits<double>::denorm_min(), 1e-6, 1.0);
+  // Distances just below the zero weight cutoff, where the truncated integer is -7563876 or less.
+  for (double norm : { 0.04, 2.5 })
+  {
+    for (double dist : { 4.99999, 4.9999995, 4.99999935, 4.9999994, 4.9999999, 5.0000001, 5.0000002 })
+    {
+      compare(dist * norm, norm, 1.0);
+      compare(std::nextafter(dist * norm, 0.0), norm, 0.5);
+    }
+  }
   std::cout << compared << " weights compared" << std::endl;
 
   std::cout << (failures == 0 ? "Test passed." : "Test FAILED.") << std::endl;
