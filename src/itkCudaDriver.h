@@ -92,6 +92,8 @@ struct DriverAPI
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemHostRegister)(void *, size_t, unsigned int) = nullptr;
   CUresult (*cuMemHostUnregister)(void *) = nullptr;
+  CUresult (*cuMemAllocHost)(void **, size_t) = nullptr;
+  CUresult (*cuMemFreeHost)(void *) = nullptr;
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;
   CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction,

@@ -18,10 +18,12 @@
 #include "itkNonLocalMeansCUDABackend.h"
 #include "itkNonLocalMeansNumerics.h"
 #include "itkCudaDriver.h"
+#include "itkNonLocalMeansParallelFor.h"
 
 #include "itkProcessObject.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -246,9 +248,37 @@ public:
   int                     driverVersion{ 0 };
   std::string             description;
 
+  /** Bytes of one page-locked staging buffer. */
+  static constexpr size_t StagingBytes = size_t{ 16 } << 20;
+
+  /** A page-locked staging buffer of StagingBytes from the process-wide pool (allocated when none
+   * is free), or nullptr when page-locked memory cannot be had. Call with the context current. */
+  void *
+  AcquireStaging()
+  {
+    const std::lock_guard<std::mutex> lock(stagingMutex);
+    if (!freeStaging.empty())
+    {
+      void * b = freeStaging.back();
+      freeStaging.pop_back();
+      return b;
+    }
+    void * b = nullptr;
+    return driver->cuMemAllocHost(&b, StagingBytes) == cuda::CUDA_SUCCESS ? b : nullptr;
+  }
+
+  void
+  ReleaseStaging(void * b)
+  {
+    const std::lock_guard<std::mutex> lock(stagingMutex);
+    freeStaging.push_back(b);
+  }
+
 private:
   std::mutex                          moduleMutex;
   std::map<std::string, LoadedModule> modules;
+  std::mutex                          stagingMutex;
+  std::vector<void *>                 freeStaging; // kept for the life of the process
 };
 
 /** Makes the device's primary context current for the lifetime of the object. */
@@ -360,6 +390,152 @@ private:
   CUevent             m_Event{ nullptr };
 };
 
+/** Copies between pageable host memory and the device through page-locked staging buffers: the
+ * host side of each chunk is copied by the work units of the filter's threader while the previous
+ * chunk is in flight, which is several times faster than the driver's own staging of pageable
+ * memory. Without page-locked memory, or for small copies, the plain driver copy is used. */
+class StagedCopies
+{
+public:
+  static constexpr int Buffers = 4;
+
+  StagedCopies(DeviceState & s, CUstream stream, MultiThreaderBase * threader, unsigned int workUnits)
+    : m_State(s)
+    , m_Stream(stream)
+    , m_Threader(threader)
+    , m_WorkUnits(workUnits)
+  {
+    for (int b = 0; b < Buffers; ++b)
+    {
+      m_Buffers[b] = s.AcquireStaging();
+      m_Events[b] = std::make_unique<Event>(s);
+    }
+    // CUDANONLOCALMEANS_STAGING_CHUNK (bytes) sets a smaller chunk, for tests.
+    if (const char * env = std::getenv("CUDANONLOCALMEANS_STAGING_CHUNK"))
+    {
+      const long long c = std::atoll(env);
+      if (c >= 64 && static_cast<size_t>(c) < m_Chunk)
+      {
+        m_Chunk = static_cast<size_t>(c);
+      }
+    }
+  }
+  ~StagedCopies()
+  {
+    m_State.driver->cuStreamSynchronize(m_Stream);
+    for (void * b : m_Buffers)
+    {
+      if (b != nullptr)
+      {
+        m_State.ReleaseStaging(b);
+      }
+    }
+  }
+  ITK_DISALLOW_COPY_AND_MOVE(StagedCopies);
+
+  /** Enqueues the copy of `bytes` from `host` to `device` on the stream; returns when the host
+   * memory may change (staged) or at once (small copies, which the driver stages itself). */
+  void
+  Upload(CUdeviceptr device, const char * host, size_t bytes)
+  {
+    const auto & drv = *m_State.driver;
+    if (!Staged(bytes))
+    {
+      m_State.Check(drv.cuMemcpyHtoDAsync(device, host, bytes, m_Stream), "cuMemcpyHtoDAsync");
+      return;
+    }
+    const size_t chunk = m_Chunk;
+    const size_t chunks = (bytes + chunk - 1) / chunk;
+    for (size_t i = 0; i < chunks; ++i)
+    {
+      const int    b = static_cast<int>(i % Buffers);
+      const size_t length = std::min(chunk, bytes - i * chunk);
+      if (i >= static_cast<size_t>(Buffers))
+      {
+        m_State.Check(drv.cuEventSynchronize(m_Events[b]->Get()), "cuEventSynchronize");
+      }
+      Copy(static_cast<char *>(m_Buffers[b]), host + i * chunk, length);
+      m_State.Check(drv.cuMemcpyHtoDAsync(device + i * chunk, m_Buffers[b], length, m_Stream), "cuMemcpyHtoDAsync");
+      m_State.Check(drv.cuEventRecord(m_Events[b]->Get(), m_Stream), "cuEventRecord");
+    }
+    m_State.Check(drv.cuStreamSynchronize(m_Stream), "the upload to the GPU");
+  }
+
+  /** Copies `bytes` from `device` to `host` after the work queued on the stream; returns when done. */
+  void
+  Download(char * host, CUdeviceptr device, size_t bytes)
+  {
+    const auto & drv = *m_State.driver;
+    if (!Staged(bytes))
+    {
+      m_State.Check(drv.cuMemcpyDtoHAsync(host, device, bytes, m_Stream), "cuMemcpyDtoHAsync");
+      m_State.Check(drv.cuStreamSynchronize(m_Stream), "the non-local means kernels");
+      return;
+    }
+    const size_t chunk = m_Chunk;
+    const size_t chunks = (bytes + chunk - 1) / chunk;
+    auto         enqueue = [&](size_t i) {
+      const int b = static_cast<int>(i % Buffers);
+      m_State.Check(
+        drv.cuMemcpyDtoHAsync(m_Buffers[b], device + i * chunk, std::min(chunk, bytes - i * chunk), m_Stream),
+        "cuMemcpyDtoHAsync");
+      m_State.Check(drv.cuEventRecord(m_Events[b]->Get(), m_Stream), "cuEventRecord");
+    };
+    for (size_t i = 0; i < chunks && i < static_cast<size_t>(Buffers); ++i)
+    {
+      enqueue(i);
+    }
+    for (size_t i = 0; i < chunks; ++i)
+    {
+      const int b = static_cast<int>(i % Buffers);
+      m_State.Check(drv.cuEventSynchronize(m_Events[b]->Get()), "the non-local means kernels");
+      Copy(host + i * chunk, static_cast<const char *>(m_Buffers[b]), std::min(chunk, bytes - i * chunk));
+      if (i + Buffers < chunks)
+      {
+        enqueue(i + Buffers);
+      }
+    }
+  }
+
+private:
+  bool
+  Staged(size_t bytes) const
+  {
+    if (bytes < 2 * m_Chunk)
+    {
+      return false;
+    }
+    for (void * b : m_Buffers)
+    {
+      if (b == nullptr)
+      {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** memcpy by the threader's work units, in blocks of 1 MiB. */
+  void
+  Copy(char * to, const char * from, size_t bytes) const
+  {
+    constexpr size_t block = size_t{ 1 } << 20;
+    nlm::ParallelFor(
+      m_Threader, m_WorkUnits, static_cast<std::int64_t>((bytes + block - 1) / block), [&](std::int64_t i) {
+        const size_t at = static_cast<size_t>(i) * block;
+        std::memcpy(to + at, from + at, std::min(block, bytes - at));
+      });
+  }
+
+  DeviceState &                               m_State;
+  CUstream                                    m_Stream;
+  MultiThreaderBase *                         m_Threader;
+  unsigned int                                m_WorkUnits;
+  size_t                                      m_Chunk{ DeviceState::StagingBytes };
+  std::array<void *, Buffers>                 m_Buffers{};
+  std::array<std::unique_ptr<Event>, Buffers> m_Events;
+};
+
 size_t
 ElementSize(ElementType t)
 {
@@ -468,8 +644,17 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
       !(columnsEnv && std::string(columnsEnv) == "0"))
   {
     // Shapes in order of preference {rows, planes, warps, blocks per SM}: the first measured best on
-    // an H200 (BENCHMARKS.md), then smaller footprints.
-    std::vector<std::vector<int>> shapes = { { 2, 4, 4, 4 }, { 1, 4, 8, 2 }, { 1, 2, 8, 2 }, { 1, 2, 4, 2 } };
+    // an H200 (BENCHMARKS.md: float64 arithmetic, float arithmetic, several components), then
+    // smaller footprints.
+    std::vector<std::vector<int>> shapes = { { 1, 4, 8, 2 }, { 1, 4, 4, 2 }, { 1, 2, 4, 2 } };
+    if (base.Components > 1)
+    {
+      shapes.insert(shapes.begin(), { 1, 4, 4, 2 });
+    }
+    else if (base.SinglePrecision)
+    {
+      shapes.insert(shapes.begin(), { 2, 8, 4, 2 });
+    }
     if (columnsEnv)
     {
       std::vector<int>  v;
@@ -762,9 +947,10 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   m_Statistics.Slabs = static_cast<unsigned int>(slabs);
   m_Statistics.DeviceBytes = slabBytes(slab);
 
-  Stream stream(s);
-  Event  t0(s), t1(s), t2(s), t3(s), t4(s);
-  double norm = (static_cast<double>(K) * problem.H) * problem.H;
+  Stream       stream(s);
+  Event        t0(s), t1(s), t2(s), t3(s);
+  StagedCopies staged(*state, stream.Get(), threader, numberOfWorkUnits);
+  double       norm = (static_cast<double>(K) * problem.H) * problem.H;
   for (int a = 0; a < n; ++a)
   {
     norm = norm * static_cast<double>(S);
@@ -826,7 +1012,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     const char * hostIn =
       static_cast<const char *>(problem.Input) + planeCells * static_cast<size_t>(pLo - inStart[A]) * inElem;
     s.Check(drv.cuEventRecord(t0.Get(), stream.Get()), "cuEventRecord");
-    s.Check(drv.cuMemcpyHtoDAsync(dIn.Get(), hostIn, inBytes, stream.Get()), "cuMemcpyHtoDAsync");
+    staged.Upload(dIn.Get(), hostIn, inBytes);
     s.Check(drv.cuEventRecord(t1.Get(), stream.Get()), "cuEventRecord");
 
     // Reflect padding.
@@ -924,9 +1110,11 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
 
     // Download.
     char * hostOut = static_cast<char *>(problem.Output) + outPlane * static_cast<size_t>(zLo) * outElem;
-    s.Check(drv.cuMemcpyDtoHAsync(hostOut, dOut.Get(), outBytes, stream.Get()), "cuMemcpyDtoHAsync");
-    s.Check(drv.cuEventRecord(t4.Get(), stream.Get()), "cuEventRecord");
-    s.Check(drv.cuStreamSynchronize(stream.Get()), "the non-local means kernels");
+    s.Check(drv.cuEventSynchronize(t3.Get()), "the non-local means kernels");
+    const auto downloadStart = std::chrono::steady_clock::now();
+    staged.Download(hostOut, dOut.Get(), outBytes);
+    const double downloadMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - downloadStart).count();
     for (; waited < done.size(); ++waited)
     {
       tilesDone += doneTiles[waited];
@@ -934,7 +1122,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     m_Statistics.UploadMilliseconds += t1.Since(t0);
     m_Statistics.PadMilliseconds += t2.Since(t1);
     m_Statistics.KernelMilliseconds += t3.Since(t2);
-    m_Statistics.DownloadMilliseconds += t4.Since(t3);
+    m_Statistics.DownloadMilliseconds += downloadMs;
     if (caller)
     {
       caller->UpdateProgress(static_cast<float>(0.99 * tilesDone / tilesTotalAll));

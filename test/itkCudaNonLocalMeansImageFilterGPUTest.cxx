@@ -262,6 +262,20 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
             "MaximumGPUMemory " + std::to_string(memory) + " (" + info + ") == CPU");
     }
     Check(multiSlabRuns >= 2, std::to_string(multiSlabRuns) + " runs split into several slabs");
+    // Copies staged through page-locked buffers in many chunks (small chunks forced), also with slabs.
+    SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", "3000");
+    for (itk::SizeValueType memory : { 0, 600000 })
+    {
+      Params p{ 3, 3, 0.1, 0.05 };
+      p.memory = memory;
+      std::string  info;
+      unsigned int slabs = 0;
+      const auto   gpu = Run(input.GetPointer(), p, BackendEnum::CUDA, &info, &slabs);
+      Check(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), "staged") == 0,
+            "staged copies in 3000-byte chunks, " + std::to_string(slabs) + " slab(s) (" + info + ") == CPU");
+    }
+    SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", nullptr);
     for (unsigned int streams : { 3u, 7u })
     {
       Params p{ 3, 3, 0.1, 0.05 };

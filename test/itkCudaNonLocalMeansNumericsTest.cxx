@@ -164,6 +164,27 @@ itkCudaNonLocalMeansNumericsTest(int, char *[])
   compare(1e300, 1e-6, 0.5);
   compare(-1e300, 1e-6, 0.5);
   compare(std::numeric_limits<double>::denorm_min(), 1e-6, 1.0);
+  // Near the integers 1, 2, 3 and the last ones before the cutoff, and near p = -2^-23.
+  for (double norm : { 0.07, 3.0 })
+  {
+    for (double k : { 1.0, 2.0, 3.0, 7563875.0, 7563876.0 })
+    {
+      double raw = (k / kExpA) * norm;
+      for (int step = 0; step < 12; ++step)
+      {
+        raw = std::nextafter(raw, -1.0);
+      }
+      for (int step = 0; step < 24; ++step)
+      {
+        compare(raw, norm, 0.5);
+        raw = std::nextafter(raw, 1e300);
+      }
+    }
+    for (double f : { 0.25, 0.5, 0.999999, 1.0, 1.000001, 2.0, 4.0 })
+    {
+      compare(f * 0x1p-23 / kExpA * norm, norm, 1.0);
+    }
+  }
   // Distances just below the zero weight cutoff, where the truncated integer is -7563876 or less.
   for (double norm : { 0.04, 2.5 })
   {
