@@ -752,6 +752,10 @@ __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut 
             ringM[r][j] = 0;
           }
         }
+        // Patch size 3: a voxel's first patch term is at the voxel, so the values of its centre and
+        // target terms are those of that term (kept for EXT planes).
+        Real keepP[R][TZ + EXT][K];
+        Real keepM[R][TZ + EXT][K];
 #  pragma unroll
         for (int pl = 0; pl < TZ + EXT; ++pl)
         {
@@ -767,8 +771,15 @@ __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut 
             for (int k = 0; k < K; ++k)
             {
               const Real value = own[at + k];
-              const Real diffP = value - plus[at + k];
-              const Real diffM = value - minus[at + k];
+              const Real valueP = plus[at + k];
+              const Real valueM = minus[at + k];
+              if (r < R)
+              {
+                keepP[r][pl][k] = valueP;
+                keepM[r][pl][k] = valueM;
+              }
+              const Real diffP = value - valueP;
+              const Real diffM = value - valueM;
               dP = (k == 0) ? diffP * diffP : dP + diffP * diffP;
               dM = (k == 0) ? diffM * diffM : dM + diffM * diffM;
             }
@@ -818,13 +829,21 @@ __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut 
               const Real wc = Unpack(ColumnWeight(rawP, norm, invNorm, negScale, half));
               const Real wt = Unpack(ColumnWeight(rawM, norm, invNorm, negScale, half));
               const int  c = centre + (r * FX + q * FXY) * K;
+              Real       yc[K];
+              Real       yt[K];
+#  pragma unroll
+              for (int k = 0; k < K; ++k)
+              {
+                yc[k] = (O == 1) ? keepP[r][q][k] : plus[c + k];
+                yt[k] = (O == 1) ? keepM[r][q][k] : minus[c + k];
+              }
               if (targetFirst)
               {
                 ws[r][q] = (ws[r][q] + wt) + wc;
 #  pragma unroll
                 for (int k = 0; k < K; ++k)
                 {
-                  rs[r][q][k] = (rs[r][q][k] + wt * minus[c + k]) + wc * plus[c + k];
+                  rs[r][q][k] = (rs[r][q][k] + wt * yt[k]) + wc * yc[k];
                 }
               }
               else
@@ -833,7 +852,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut 
 #  pragma unroll
                 for (int k = 0; k < K; ++k)
                 {
-                  rs[r][q][k] = (rs[r][q][k] + wc * plus[c + k]) + wt * minus[c + k];
+                  rs[r][q][k] = (rs[r][q][k] + wc * yc[k]) + wt * yt[k];
                 }
               }
             }

@@ -167,23 +167,21 @@ ITK_NLM_HOST_DEVICE unsigned int
 FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half)
 {
   const double p = raw * negScale;
-  if (p < -7563877.0)
-  {
-    return 0u;
-  }
 #if defined(__CUDA_ARCH__)
   const int i = __double2int_ru(p); // the ceiling, saturated
 #else
   const double ceiling = std::ceil(p);
-  const int    i = (ceiling < 2147483647.0) ? static_cast<int>(ceiling) : 2147483647;
+  const int    i =
+    (ceiling < 2147483647.0) ? ((ceiling > -2147483648.0) ? static_cast<int>(ceiling) : (-2147483647 - 1)) : 2147483647;
 #endif
-  const double f = static_cast<double>(i) - p; // in [0, 1) unless saturated (then i > 0)
-  const bool   ambiguous = (i < 0 && f < 0x1p-24) || (i <= 0 && f > 1.0 - 0x1p-24) || i <= -7563876;
-  if (ambiguous)
+  const double f = static_cast<double>(i) - p; // in [0, 1) unless saturated (then i > 0 or cut)
+  const bool   cut = p < -7563877.0;
+  if (!cut && ((i < 0 && f < 0x1p-24) || (i <= 0 && f > 1.0 - 0x1p-24) || i <= -7563876))
   {
-    return FastModeWeightHighWord(raw, norm, half);
+    return FastModeWeightHighWord(raw, norm, half); // too close to call
   }
-  return static_cast<unsigned int>(i < 0 ? i : 0) + static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
+  const unsigned int add = static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
+  return cut ? 0u : static_cast<unsigned int>(i < 0 ? i : 0) + add;
 }
 
 /** The constant FastModeWeightHighWordScaled expects for `norm`. */
