@@ -646,7 +646,7 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
     // Shapes in order of preference {rows, planes, warps, blocks per SM}: the first measured best on
     // an H200 (BENCHMARKS.md: float64 arithmetic, float arithmetic, several components), then
     // smaller footprints.
-    std::vector<std::vector<int>> shapes = { { 1, 4, 8, 2 }, { 1, 4, 4, 2 }, { 1, 2, 4, 2 } };
+    std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
     if (base.Components > 1)
     {
       shapes.insert(shapes.begin(), { 1, 4, 4, 2 });

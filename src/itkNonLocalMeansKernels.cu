@@ -652,8 +652,19 @@ constexpr int FX = 32 + 2 * PD;
 constexpr int FY = T1 + EXT + 2 * PD;
 constexpr int FZ = T2 + EXT + 2 * PD;
 constexpr int FXY = FX * FY;
+#  ifndef NLM_UNROLL_T0
+#    define NLM_UNROLL_T0 1
+#  endif
+constexpr int UNROLL_T0 = NLM_UNROLL_T0; // shifts along axis 0 per loop iteration (a tuning knob)
 static_assert(DIM == 3 && WIN >= 1, "the column kernel is for 3D with a patch size of 3 or more");
 static_assert(T0 == 32 - EXT && T1 * 32 == R * NT && NT % 32 == 0, "one warp per R rows of 32 - EXT voxels");
+
+/** Whether the target term of a shift is added first (a compile-time tag). */
+template <bool TargetFirst>
+struct Order
+{
+  static constexpr bool value = TargetFirst;
+};
 
 /** A weight of the column kernel, in its stored form. */
 __device__ __forceinline__ WeightStore
@@ -727,136 +738,147 @@ __launch_bounds__(NT, NLM_MINBLOCKS) nlm_fast(const Real * __restrict__ Y, TOut 
     }
   }
 
+  // One shift; `order` tells whether the target term comes first (t lexicographically positive),
+  // so that the accumulation needs no branch.
+  auto shift = [&](auto order, int t0, int t1, int t2) {
+    const bool   half = (t0 == 0);
+    const int    tOff = (t0 + t1 * FX + t2 * FXY) * K;
+    const Real * plus = own + tOff;
+    const Real * minus = own - tOff;
+    // Sums along axes 0 and 1 of the last WIN planes, for +t and -t, per row.
+    Real ringP[R][WIN];
+    Real ringM[R][WIN];
+#  pragma unroll
+    for (int r = 0; r < R; ++r)
+    {
+#  pragma unroll
+      for (int j = 0; j < WIN; ++j)
+      {
+        ringP[r][j] = 0;
+        ringM[r][j] = 0;
+      }
+    }
+    // Patch size 3: a voxel's first patch term is at the voxel, so the values of its centre and
+    // target terms are those of that term (kept for EXT planes).
+    Real keepP[R][TZ + EXT][K];
+    Real keepM[R][TZ + EXT][K];
+#  pragma unroll
+    for (int pl = 0; pl < TZ + EXT; ++pl)
+    {
+      Real aP[RE];
+      Real aM[RE];
+#  pragma unroll
+      for (int r = 0; r < RE; ++r)
+      {
+        const int at = (r * FX + pl * FXY) * K;
+        Real      dP = 0;
+        Real      dM = 0;
+#  pragma unroll
+        for (int k = 0; k < K; ++k)
+        {
+          const Real value = own[at + k];
+          const Real valueP = plus[at + k];
+          const Real valueM = minus[at + k];
+          if (r < R)
+          {
+            keepP[r][pl][k] = valueP;
+            keepM[r][pl][k] = valueM;
+          }
+          const Real diffP = value - valueP;
+          const Real diffM = value - valueM;
+          dP = (k == 0) ? diffP * diffP : dP + diffP * diffP;
+          dM = (k == 0) ? diffM * diffM : dM + diffM * diffM;
+        }
+        dP = dP - noise;
+        dM = dM - noise;
+        Real sP = dP;
+        Real sM = dM;
+#  pragma unroll
+        for (int j = 1; j < WIN; ++j)
+        {
+          sP = sP + __shfl_down_sync(0xffffffffu, dP, j);
+          sM = sM + __shfl_down_sync(0xffffffffu, dM, j);
+        }
+        aP[r] = sP;
+        aM[r] = sM;
+      }
+#  pragma unroll
+      for (int r = 0; r < R; ++r)
+      {
+        Real bP = aP[r];
+        Real bM = aM[r];
+#  pragma unroll
+        for (int j = 1; j < WIN; ++j)
+        {
+          bP = bP + aP[r + j];
+          bM = bM + aM[r + j];
+        }
+#  pragma unroll
+        for (int j = 0; j + 1 < WIN; ++j)
+        {
+          ringP[r][j] = ringP[r][j + 1];
+          ringM[r][j] = ringM[r][j + 1];
+        }
+        ringP[r][WIN - 1] = bP;
+        ringM[r][WIN - 1] = bM;
+        if (pl >= EXT)
+        {
+          const int q = pl - EXT;
+          Real      rawP = ringP[r][0];
+          Real      rawM = ringM[r][0];
+#  pragma unroll
+          for (int j = 1; j < WIN; ++j)
+          {
+            rawP = rawP + ringP[r][j];
+            rawM = rawM + ringM[r][j];
+          }
+          const Real wc = Unpack(ColumnWeight(rawP, norm, invNorm, negScale, half));
+          const Real wt = Unpack(ColumnWeight(rawM, norm, invNorm, negScale, half));
+          const int  c = centre + (r * FX + q * FXY) * K;
+          Real       yc[K];
+          Real       yt[K];
+#  pragma unroll
+          for (int k = 0; k < K; ++k)
+          {
+            yc[k] = (O == 1) ? keepP[r][q][k] : plus[c + k];
+            yt[k] = (O == 1) ? keepM[r][q][k] : minus[c + k];
+          }
+          if constexpr (decltype(order)::value)
+          {
+            ws[r][q] = (ws[r][q] + wt) + wc;
+#  pragma unroll
+            for (int k = 0; k < K; ++k)
+            {
+              rs[r][q][k] = (rs[r][q][k] + wt * yt[k]) + wc * yc[k];
+            }
+          }
+          else
+          {
+            ws[r][q] = (ws[r][q] + wc) + wt;
+#  pragma unroll
+            for (int k = 0; k < K; ++k)
+            {
+              rs[r][q][k] = (rs[r][q][k] + wc * yc[k]) + wt * yt[k];
+            }
+          }
+        }
+      }
+    }
+  };
   for (int t2 = -PD; t2 <= PD; ++t2)
   {
     for (int t1 = -PD; t1 <= PD; ++t1)
     {
-#  pragma unroll 1
+#  pragma unroll UNROLL_T0
       for (int t0 = 0; t0 <= PD; ++t0)
       {
-        const bool   half = (t0 == 0);
-        const bool   targetFirst = (t2 != 0) ? (t2 > 0) : (t1 != 0) ? (t1 > 0) : (t0 > 0);
-        const int    tOff = (t0 + t1 * FX + t2 * FXY) * K;
-        const Real * plus = own + tOff;
-        const Real * minus = own - tOff;
-        // Sums along axes 0 and 1 of the last WIN planes, for +t and -t, per row.
-        Real ringP[R][WIN];
-        Real ringM[R][WIN];
-#  pragma unroll
-        for (int r = 0; r < R; ++r)
+        if ((t2 != 0) ? (t2 > 0) : (t1 != 0) ? (t1 > 0) : (t0 > 0))
         {
-#  pragma unroll
-          for (int j = 0; j < WIN; ++j)
-          {
-            ringP[r][j] = 0;
-            ringM[r][j] = 0;
-          }
+          shift(Order<true>(), t0, t1, t2);
         }
-        // Patch size 3: a voxel's first patch term is at the voxel, so the values of its centre and
-        // target terms are those of that term (kept for EXT planes).
-        Real keepP[R][TZ + EXT][K];
-        Real keepM[R][TZ + EXT][K];
-#  pragma unroll
-        for (int pl = 0; pl < TZ + EXT; ++pl)
+        else
         {
-          Real aP[RE];
-          Real aM[RE];
-#  pragma unroll
-          for (int r = 0; r < RE; ++r)
-          {
-            const int at = (r * FX + pl * FXY) * K;
-            Real      dP = 0;
-            Real      dM = 0;
-#  pragma unroll
-            for (int k = 0; k < K; ++k)
-            {
-              const Real value = own[at + k];
-              const Real valueP = plus[at + k];
-              const Real valueM = minus[at + k];
-              if (r < R)
-              {
-                keepP[r][pl][k] = valueP;
-                keepM[r][pl][k] = valueM;
-              }
-              const Real diffP = value - valueP;
-              const Real diffM = value - valueM;
-              dP = (k == 0) ? diffP * diffP : dP + diffP * diffP;
-              dM = (k == 0) ? diffM * diffM : dM + diffM * diffM;
-            }
-            dP = dP - noise;
-            dM = dM - noise;
-            Real sP = dP;
-            Real sM = dM;
-#  pragma unroll
-            for (int j = 1; j < WIN; ++j)
-            {
-              sP = sP + __shfl_down_sync(0xffffffffu, dP, j);
-              sM = sM + __shfl_down_sync(0xffffffffu, dM, j);
-            }
-            aP[r] = sP;
-            aM[r] = sM;
-          }
-#  pragma unroll
-          for (int r = 0; r < R; ++r)
-          {
-            Real bP = aP[r];
-            Real bM = aM[r];
-#  pragma unroll
-            for (int j = 1; j < WIN; ++j)
-            {
-              bP = bP + aP[r + j];
-              bM = bM + aM[r + j];
-            }
-#  pragma unroll
-            for (int j = 0; j + 1 < WIN; ++j)
-            {
-              ringP[r][j] = ringP[r][j + 1];
-              ringM[r][j] = ringM[r][j + 1];
-            }
-            ringP[r][WIN - 1] = bP;
-            ringM[r][WIN - 1] = bM;
-            if (pl >= EXT)
-            {
-              const int q = pl - EXT;
-              Real      rawP = ringP[r][0];
-              Real      rawM = ringM[r][0];
-#  pragma unroll
-              for (int j = 1; j < WIN; ++j)
-              {
-                rawP = rawP + ringP[r][j];
-                rawM = rawM + ringM[r][j];
-              }
-              const Real wc = Unpack(ColumnWeight(rawP, norm, invNorm, negScale, half));
-              const Real wt = Unpack(ColumnWeight(rawM, norm, invNorm, negScale, half));
-              const int  c = centre + (r * FX + q * FXY) * K;
-              Real       yc[K];
-              Real       yt[K];
-#  pragma unroll
-              for (int k = 0; k < K; ++k)
-              {
-                yc[k] = (O == 1) ? keepP[r][q][k] : plus[c + k];
-                yt[k] = (O == 1) ? keepM[r][q][k] : minus[c + k];
-              }
-              if (targetFirst)
-              {
-                ws[r][q] = (ws[r][q] + wt) + wc;
-#  pragma unroll
-                for (int k = 0; k < K; ++k)
-                {
-                  rs[r][q][k] = (rs[r][q][k] + wt * yt[k]) + wc * yc[k];
-                }
-              }
-              else
-              {
-                ws[r][q] = (ws[r][q] + wc) + wt;
-#  pragma unroll
-                for (int k = 0; k < K; ++k)
-                {
-                  rs[r][q][k] = (rs[r][q][k] + wc * yc[k]) + wt * yt[k];
-                }
-              }
-            }
-          }
+          shift(Order<false>(), t0, t1, t2);
         }
       }
     }
