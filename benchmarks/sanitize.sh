@@ -32,7 +32,7 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
   run $tool "" --input "$work/g4.mha" --patch-size 3 --patch-distance 1 --h 0.1
   run $tool "" --input "$work/c3.mha" --patch-size 1 --patch-distance 2 --h 0.1
-  run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1 --max-gpu-memory 0.06
+  run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1 --max-gpu-memory 0.2
   run $tool "" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1 --sigma 0.02
   run $tool "CUDANONLOCALMEANS_COLUMNS=1,3,2,1 CUDANONLOCALMEANS_STAGING_CHUNK=4096" --input "$work/g3.mha" --patch-size 3 --patch-distance 3 --h 0.1
 done
