@@ -163,31 +163,38 @@ FastModeWeightHighWordOutOfLine(double raw, double norm, bool half)
 }
 #endif
 
+/** The ceiling of x as an int, saturated to the int range (the GPU's conversion). */
+ITK_NLM_HOST_DEVICE int
+CeilingToInt(double x)
+{
+#if defined(__CUDA_ARCH__)
+  return __double2int_ru(x);
+#else
+  const double c = std::ceil(x);
+  return (c < 2147483647.0) ? ((c > -2147483648.0) ? static_cast<int>(c) : (-2147483647 - 1)) : 2147483647;
+#endif
+}
+
 /** The same high word as FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw that
  * is not NaN (patch distances never are: the terms are squares minus a finite noise term), with one
  * multiplication: `negScale` is WeightScale(norm), the double nearest -kExpA / norm. For raw > 0,
  * p = raw * negScale is within 3 * 2^-53 (relative) of the exact -kExpA * raw / norm, and so is the
- * product the division path truncates; above -2^23 that is less than 2^-27. So when p is farther
- * than 2^-20 from every negative integer, both truncate to the same integer (toward zero, the
- * ceiling; p in (-1, 0] gives 0 on both), and p below -7563880 (the cutoff is at -5 * kExpA =
- * -7563876.98) is beyond the cutoff on both. raw <= 0 gives p >= 0, whose ceiling is clamped to 0,
- * the weight of distance 0. The division path is taken for the rest: p within 2^-20 of a negative
- * integer, or in [-7563880, -7563876] around the cutoff. (The constants are doubles whose low 32
- * bits are zero, which the GPU takes as immediate operands.) */
+ * product the division path truncates; above -2^23 that is less than 2^-27. So when no integer
+ * lies within 2^-20 of p (the ceilings of p - 2^-20 and p + 2^-20 agree), both truncate to the
+ * same integer (toward zero: the ceiling), and p below -7563880 (the cutoff is at -5 * kExpA =
+ * -7563876.98) is beyond the cutoff on both. When the integer near p is 0 or positive the result
+ * is 0 either way (p in (-1, 0] truncates to 0; raw <= 0 gives p >= 0, whose ceiling is clamped to
+ * 0, the weight of distance 0). The division path is taken for the rest: p within 2^-20 of a
+ * negative integer, or in [-7563880, -7563876] around the cutoff. (The constants are doubles whose
+ * low 32 bits are zero, which the GPU takes as immediate operands.) */
 ITK_NLM_HOST_DEVICE unsigned int
 FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half)
 {
   const double p = raw * negScale;
-#if defined(__CUDA_ARCH__)
-  const int i = __double2int_ru(p); // the ceiling, saturated
-#else
-  const double ceiling = std::ceil(p);
-  const int    i =
-    (ceiling < 2147483647.0) ? ((ceiling > -2147483648.0) ? static_cast<int>(ceiling) : (-2147483647 - 1)) : 2147483647;
-#endif
-  const double f = static_cast<double>(i) - p; // in [0, 1) unless saturated (then i > 0 or cut)
+  const int    below = CeilingToInt(p - 0x1p-20);
+  const int    above = CeilingToInt(p + 0x1p-20);
   const bool   cut = p < -7563880.0;
-  if (!cut && ((i < 0 && f < 0x1p-20) || (i <= 0 && f > 1.0 - 0x1p-20) || i <= -7563876))
+  if (!cut && ((below != above && below < 0) || below <= -7563876))
   {
 #if defined(__CUDA_ARCH__)
     return FastModeWeightHighWordOutOfLine(raw, norm, half); // too close to call
@@ -196,7 +203,7 @@ FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half
 #endif
   }
   const unsigned int add = static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
-  return cut ? 0u : static_cast<unsigned int>(i < 0 ? i : 0) + add;
+  return cut ? 0u : static_cast<unsigned int>(below < 0 ? below : 0) + add;
 }
 
 /** The constant FastModeWeightHighWordScaled expects for `norm`. */
