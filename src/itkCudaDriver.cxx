@@ -128,8 +128,6 @@ LoadDriver()
   Bind(lib, d.cuMemGetInfo, { "cuMemGetInfo_v2" }, missing);
   Bind(lib, d.cuMemAlloc, { "cuMemAlloc_v2" }, missing);
   Bind(lib, d.cuMemFree, { "cuMemFree_v2" }, missing);
-  Bind(lib, d.cuMemHostRegister, { "cuMemHostRegister_v2" }, missing);
-  Bind(lib, d.cuMemHostUnregister, { "cuMemHostUnregister" }, missing);
   Bind(lib, d.cuMemAllocHost, { "cuMemAllocHost_v2" }, missing);
   Bind(lib, d.cuMemFreeHost, { "cuMemFreeHost" }, missing);
   Bind(lib, d.cuMemcpyHtoDAsync, { "cuMemcpyHtoDAsync_v2" }, missing);

@@ -60,7 +60,6 @@ constexpr int      CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;
 constexpr int      CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 constexpr int      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
-constexpr unsigned CU_MEMHOSTREGISTER_PORTABLE = 1;
 constexpr int      NVRTC_SUCCESS = 0;
 
 /** \class DriverAPI
@@ -90,8 +89,6 @@ struct DriverAPI
   CUresult (*cuMemGetInfo)(size_t *, size_t *) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
-  CUresult (*cuMemHostRegister)(void *, size_t, unsigned int) = nullptr;
-  CUresult (*cuMemHostUnregister)(void *) = nullptr;
   CUresult (*cuMemAllocHost)(void **, size_t) = nullptr;
   CUresult (*cuMemFreeHost)(void *) = nullptr;
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;

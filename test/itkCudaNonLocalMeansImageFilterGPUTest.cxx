@@ -204,6 +204,16 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
   {
     const auto input = Image<F3>({ 37, 29, 71 }, 1, 21);
     const auto cpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CPU);
+    // The CUDA result with an environment variable set (nullptr: unset) equals the CPU result.
+    auto sameWith = [&](const char * variable, const char * value, const std::string & what) {
+      SetEnv(variable, value);
+      std::string info;
+      const auto  gpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
+      SetEnv(variable, nullptr);
+      Check(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), what) == 0,
+            what + " (" + info + ") == CPU");
+    };
     for (const char * tile : { "28,8,8,1,448,2,2",
                                "16,16,8,1,256,1",
                                "28,16,8,1,896,4",
@@ -211,33 +221,14 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
                                "32,8,4,1,128,1",
                                "4,4,4,1,32,1" })
     {
-      SetEnv("CUDANONLOCALMEANS_TILE", tile);
-      std::string info;
-      const auto  gpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
-      Check(itk::nlm_test::CountDifferences(
-              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), tile) == 0,
-            std::string("forced tile ") + tile + " (" + info + ") == CPU");
+      sameWith("CUDANONLOCALMEANS_TILE", tile, std::string("forced tile ") + tile);
     }
-    SetEnv("CUDANONLOCALMEANS_TILE", nullptr);
     // The column kernel (the default in 3D) with forced shapes: rows, planes, warps, blocks.
     for (const char * columns : { "1,8,8,1", "2,8,4,2", "2,4,8,1", "1,16,4,2", "3,4,2,1", "4,2,1,3" })
     {
-      SetEnv("CUDANONLOCALMEANS_COLUMNS", columns);
-      std::string info;
-      const auto  gpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
-      Check(itk::nlm_test::CountDifferences(
-              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), columns) == 0,
-            std::string("forced columns ") + columns + " (" + info + ") == CPU");
+      sameWith("CUDANONLOCALMEANS_COLUMNS", columns, std::string("forced columns ") + columns);
     }
-    SetEnv("CUDANONLOCALMEANS_COLUMNS", "0");
-    {
-      std::string info;
-      const auto  gpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
-      Check(itk::nlm_test::CountDifferences(
-              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), "tiled") == 0,
-            "tiled kernel chosen in 3D (" + info + ") == CPU");
-    }
-    SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+    sameWith("CUDANONLOCALMEANS_COLUMNS", "0", "tiled kernel chosen in 3D");
     // Lower the memory budget until the volume no longer fits in one slab, then further.
     int multiSlabRuns = 0;
     for (itk::SizeValueType memory = 4000000; memory > 50000; memory = memory * 2 / 3)

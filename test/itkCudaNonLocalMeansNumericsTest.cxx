@@ -126,34 +126,34 @@ itkCudaNonLocalMeansNumericsTest(int, char *[])
     const double raw = norm * (-1.0 + 7.0 * unit(engine));
     compare(raw, norm, (n % 2) ? 1.0 : 0.5);
   }
+  // Every raw from `ulps` steps below `centre` to `ulps` steps above it.
+  auto around = [&](double centre, double norm, double alpha, int ulps) {
+    double raw = centre;
+    for (int step = 0; step < ulps; ++step)
+    {
+      raw = std::nextafter(raw, -1.0);
+    }
+    for (int step = 0; step < 2 * ulps; ++step)
+    {
+      compare(raw, norm, alpha);
+      raw = std::nextafter(raw, 1e300);
+    }
+  };
   // Adversarial: distances where kExpA * dist is (nearly) an integer, and the cutoff.
   for (int n = 0; n < 200000; ++n)
   {
     const double norm = std::pow(10.0, -4.0 + 8.0 * unit(engine));
     const double k = std::floor(unit(engine) * kExpA * 5.0);
-    double       raw = (k / kExpA) * norm;
-    for (int step = 0; step < 12; ++step)
+    around((k / kExpA) * norm, norm, 1.0, 12);
+    // Next to the edges of the band around the integer where the scaled weight takes the division.
+    for (double edge : { -0x1.2p-20, -0x1p-20, -0x0.ep-20, 0x0.ep-20, 0x1p-20, 0x1.2p-20 })
     {
-      raw = std::nextafter(raw, -1.0);
-    }
-    for (int step = 0; step < 24; ++step)
-    {
-      compare(raw, norm, 1.0);
-      raw = std::nextafter(raw, 1e300);
+      compare(((k + edge) / kExpA) * norm, norm, 0.5);
     }
   }
   for (double norm : { 1e-3, 0.0123, 1.0, 7.5, 3e4 })
   {
-    double raw = 5.0 * norm;
-    for (int step = 0; step < 40; ++step)
-    {
-      raw = std::nextafter(raw, -1.0);
-    }
-    for (int step = 0; step < 80; ++step)
-    {
-      compare(raw, norm, 0.5);
-      raw = std::nextafter(raw, 1e300);
-    }
+    around(5.0 * norm, norm, 0.5, 40);
   }
   compare(0.0, 0.3, 0.5);
   compare(-0.0, 0.3, 0.5);
@@ -167,18 +167,9 @@ itkCudaNonLocalMeansNumericsTest(int, char *[])
   // Near the integers 1, 2, 3 and the last ones before the cutoff, and near p = -2^-23.
   for (double norm : { 0.07, 3.0 })
   {
-    for (double k : { 1.0, 2.0, 3.0, 7563875.0, 7563876.0 })
+    for (double k : { 1.0, 2.0, 3.0, 7563875.0, 7563876.0, 7563877.0, 7563880.0 })
     {
-      double raw = (k / kExpA) * norm;
-      for (int step = 0; step < 12; ++step)
-      {
-        raw = std::nextafter(raw, -1.0);
-      }
-      for (int step = 0; step < 24; ++step)
-      {
-        compare(raw, norm, 0.5);
-        raw = std::nextafter(raw, 1e300);
-      }
+      around((k / kExpA) * norm, norm, 0.5, 12);
     }
     for (double f : { 0.25, 0.5, 0.999999, 1.0, 1.000001, 2.0, 4.0 })
     {
