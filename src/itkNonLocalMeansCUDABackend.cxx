@@ -498,18 +498,30 @@ public:
   }
 
 private:
+  /** Whether a copy of `bytes` goes through the staging buffers; takes them from the pool at the
+   * first such copy (all or none). */
   bool
-  Staged(size_t bytes) const
+  Staged(size_t bytes)
   {
-    if (bytes < 2 * m_Chunk)
+    if (bytes < 2 * m_Chunk || m_Unavailable)
     {
       return false;
     }
-    for (void * b : m_Buffers)
+    if (m_Buffers[0] == nullptr)
     {
-      if (b == nullptr)
+      for (int b = 0; b < Buffers; ++b)
       {
-        return false;
+        m_Buffers[b] = m_State.AcquireStaging();
+        if (m_Buffers[b] == nullptr)
+        {
+          for (int a = 0; a < b; ++a)
+          {
+            m_State.ReleaseStaging(m_Buffers[a]);
+            m_Buffers[a] = nullptr;
+          }
+          m_Unavailable = true;
+          return false;
+        }
       }
     }
     return true;
@@ -532,6 +544,7 @@ private:
   MultiThreaderBase *                         m_Threader;
   unsigned int                                m_WorkUnits;
   size_t                                      m_Chunk{ DeviceState::StagingBytes };
+  bool                                        m_Unavailable{ false }; // no page-locked memory to be had
   std::array<void *, Buffers>                 m_Buffers{};
   std::array<std::unique_ptr<Event>, Buffers> m_Events;
 };
@@ -540,6 +553,18 @@ size_t
 ElementSize(ElementType t)
 {
   return t == ElementType::Float32 ? sizeof(float) : sizeof(double);
+}
+
+/** The distance normalisation of the contract (2.1): ((K * h) * h) * s per spatial dimension. */
+double
+Norm(const NonLocalMeansBackend::Problem & p)
+{
+  double norm = (static_cast<double>(p.Components) * p.H) * p.H;
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    norm = norm * static_cast<double>(NonLocalMeansBackend::EffectivePatchSize(p.PatchSize));
+  }
+  return norm;
 }
 
 /** Estimated time per output voxel of a kernel configuration (arbitrary units): the warp
@@ -639,9 +664,10 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
   // 3D with a patch size of 3 or more: the column kernel, when its footprint fits in shared memory
   // (see the kernel source). CUDANONLOCALMEANS_COLUMNS=rows,planes,warps,blocks forces a shape, =0
   // the tiled kernel; a forced tile (CUDANONLOCALMEANS_TILE) selects the tiled kernel too.
+  // Its weights need -kExpA / norm as a finite double (h above about 1e-151).
   const char * columnsEnv = std::getenv("CUDANONLOCALMEANS_COLUMNS");
   if (p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= 11 && !std::getenv("CUDANONLOCALMEANS_TILE") &&
-      !(columnsEnv && std::string(columnsEnv) == "0"))
+      !(columnsEnv && std::string(columnsEnv) == "0") && std::isfinite(nlm::WeightScale(Norm(p))))
   {
     // Shapes in order of preference {rows, planes, warps, blocks per SM}: the first measured best on
     // an H200 (BENCHMARKS.md: float64 arithmetic, float arithmetic, several components), then
@@ -666,6 +692,7 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
       }
       if (v.size() == 4 && v[0] >= 1 && v[1] >= 1 && v[2] >= 1 && v[2] <= 32 && v[3] >= 1)
       {
+        v[3] = std::min(v[3], 64 / v[2]); // at most 2048 resident threads
         shapes = { v };
       }
     }
@@ -950,11 +977,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   Stream       stream(s);
   Event        t0(s), t1(s), t2(s), t3(s);
   StagedCopies staged(*state, stream.Get(), threader, numberOfWorkUnits);
-  double       norm = (static_cast<double>(K) * problem.H) * problem.H;
-  for (int a = 0; a < n; ++a)
-  {
-    norm = norm * static_cast<double>(S);
-  }
+  const double norm = Norm(problem);
   const double noise = static_cast<double>(K) * (2.0 * (problem.Sigma * problem.Sigma));
 
   const long long tilesTotalAll = [&] {

@@ -146,6 +146,7 @@ Unpack(WeightStore w)
 #endif
 }
 
+#if !NLM_COLS // the tiled kernel's helpers (VPT is 0 for some column shapes)
 /** Tile coordinates of a thread's v-th voxel. */
 __device__ __forceinline__ void
 VoxelOf(int tid, int v, int & x0, int & x1, int & x2, int & x3)
@@ -225,6 +226,8 @@ Gather(int                 tid,
     }
   }
 }
+
+#endif
 
 /** D(y) for the current shift: sum over channels of the squared difference, minus the noise term. */
 __device__ __forceinline__ Real

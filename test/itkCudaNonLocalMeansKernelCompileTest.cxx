@@ -97,6 +97,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 3, 3, 2, 31, 8, 4, 1, 128, 1, false, false, false, false, 2 },
     { 3, 1, 5, 2, 29, 8, 4, 1, 256, 1, true, false, false, true, 1 },
     { 3, 1, 7, 11, 27, 4, 4, 1, 128, 1, false, true, false, false, 1 },
+    { 3, 16, 3, 1, 31, 4, 1, 1, 128, 1, false, false, false, false, 1 },
     // 4D tiles
     { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false },
     { 4, 2, 3, 1, 16, 8, 4, 2, 256, 1, false, false, false, false },
