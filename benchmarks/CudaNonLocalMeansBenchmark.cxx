@@ -127,8 +127,12 @@ Benchmark(const Options & o)
       json << ", \"device\": \"" << s0.Device << "\", \"configuration\": \"" << s0.Configuration
            << "\", \"first_update_ms\": " << first << ", \"first_compile_ms\": " << s0.CompileMilliseconds
            << ", \"first_from_disk_cache\": " << (s0.KernelFromDiskCache ? "true" : "false")
-           << ", \"first_kernel_ms\": " << s0.KernelMilliseconds << ", \"slabs\": " << s0.Slabs;
-      std::vector<double> wall, kernel, up, down, pad;
+           << ", \"first_kernel_ms\": " << s0.KernelMilliseconds << ", \"first_check_ms\": " << s0.CheckMilliseconds
+           << ", \"first_setup_ms\": " << s0.SetupMilliseconds
+           << ", \"first_allocation_ms\": " << s0.AllocationMilliseconds
+           << ", \"first_upload_ms\": " << s0.UploadMilliseconds
+           << ", \"first_download_ms\": " << s0.DownloadMilliseconds << ", \"slabs\": " << s0.Slabs;
+      std::vector<double> wall, kernel, up, down, pad, check, setup, allocation;
       for (int r = 0; r < std::max(1, o.repeats); ++r)
       {
         f->Modified();
@@ -140,13 +144,17 @@ Benchmark(const Options & o)
         up.push_back(s.UploadMilliseconds);
         down.push_back(s.DownloadMilliseconds);
         pad.push_back(s.PadMilliseconds);
+        check.push_back(s.CheckMilliseconds);
+        setup.push_back(s.SetupMilliseconds);
+        allocation.push_back(s.AllocationMilliseconds);
       }
       json << ", \"update_ms_median\": " << Median(wall) << ", \"kernel_ms_median\": " << Median(kernel)
            << ", \"kernel_ms_min\": " << *std::min_element(kernel.begin(), kernel.end())
            << ", \"kernel_ms_max\": " << *std::max_element(kernel.begin(), kernel.end())
            << ", \"upload_ms_median\": " << Median(up) << ", \"download_ms_median\": " << Median(down)
-           << ", \"pad_ms_median\": " << Median(pad) << ", \"repeats\": " << wall.size()
-           << ", \"kernel_vops\": " << voxels * offsets / (Median(kernel) / 1000.0)
+           << ", \"pad_ms_median\": " << Median(pad) << ", \"check_ms_median\": " << Median(check)
+           << ", \"setup_ms_median\": " << Median(setup) << ", \"allocation_ms_median\": " << Median(allocation)
+           << ", \"repeats\": " << wall.size() << ", \"kernel_vops\": " << voxels * offsets / (Median(kernel) / 1000.0)
            << ", \"update_vops\": " << voxels * offsets / (Median(wall) / 1000.0);
     }
   }

@@ -322,6 +322,8 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream 
     os << next << "Kernel/pad/upload/download/compile (ms): " << s.KernelMilliseconds << " / " << s.PadMilliseconds
        << " / " << s.UploadMilliseconds << " / " << s.DownloadMilliseconds << " / " << s.CompileMilliseconds
        << std::endl;
+    os << next << "Check/setup/allocation (ms): " << s.CheckMilliseconds << " / " << s.SetupMilliseconds << " / "
+       << s.AllocationMilliseconds << std::endl;
     os << next << "KernelFromCache (memory, disk): " << s.KernelFromMemoryCache << ", " << s.KernelFromDiskCache
        << std::endl;
     os << next << "Slabs: " << s.Slabs << ", DeviceBytes: " << s.DeviceBytes << std::endl;

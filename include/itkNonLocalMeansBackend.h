@@ -113,11 +113,14 @@ public:
   {
     std::string   Device;
     std::string   Configuration;
-    double        KernelMilliseconds{ 0.0 };   // the non-local means kernels
-    double        PadMilliseconds{ 0.0 };      // reflect padding on the device
-    double        UploadMilliseconds{ 0.0 };   // host to device copies
-    double        DownloadMilliseconds{ 0.0 }; // device to host copies
-    double        CompileMilliseconds{ 0.0 };  // NVRTC compile in this Run (0 if cached)
+    double        KernelMilliseconds{ 0.0 };     // the non-local means kernels
+    double        PadMilliseconds{ 0.0 };        // reflect padding on the device
+    double        UploadMilliseconds{ 0.0 };     // host to device copies
+    double        DownloadMilliseconds{ 0.0 };   // device to host copies
+    double        CompileMilliseconds{ 0.0 };    // NVRTC compile in this Run (0 if cached)
+    double        CheckMilliseconds{ 0.0 };      // host: the finite-value check of the input
+    double        SetupMilliseconds{ 0.0 };      // host: configuration, module (compile or cache), memory plan
+    double        AllocationMilliseconds{ 0.0 }; // host: device buffers
     bool          KernelFromDiskCache{ false };
     bool          KernelFromMemoryCache{ false };
     unsigned int  Slabs{ 0 };

@@ -875,7 +875,14 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     m_Statistics.Configuration = "slow mode on the CPU backend";
     return;
   }
+  using Clock = std::chrono::steady_clock;
+  auto millisecondsSince = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const auto checkStart = Clock::now();
   VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
+  m_Statistics.CheckMilliseconds = millisecondsSince(checkStart);
+  const auto setupStart = Clock::now();
 
   std::string   why;
   DeviceState * state = DeviceState::Get(why);
@@ -970,6 +977,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     config.WideIndex = span * K > 2.0e9;
   }
   const LoadedModule & module = state->Module(config, m_Statistics);
+  m_Statistics.SetupMilliseconds = millisecondsSince(setupStart);
   m_Statistics.Configuration = config.Describe();
   m_Statistics.Slabs = static_cast<unsigned int>(slabs);
   m_Statistics.DeviceBytes = slabBytes(slab);
@@ -1029,7 +1037,9 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     }
     const size_t outBytes = outPlane * static_cast<size_t>(zHi - zLo) * outElem;
 
+    const auto   allocationStart = Clock::now();
     DeviceBuffer dIn(s, inBytes), dPad(s, padCells * realElem), dOut(s, outBytes);
+    m_Statistics.AllocationMilliseconds += millisecondsSince(allocationStart);
 
     // Upload.
     const char * hostIn =
