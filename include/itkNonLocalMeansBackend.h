@@ -158,6 +158,11 @@ public:
   static void
   VerifyInputIsFinite(const Problem & problem, MultiThreaderBase * threader = nullptr, unsigned int workUnits = 1);
 
+  /** The distance normalisation of doc/numerical-contract.md 2.1: ((K * h) * h) multiplied by the
+   * effective patch size once per spatial dimension, left to right. */
+  static double
+  Normalisation(const Problem & problem);
+
   /** Odd patch size actually used for a requested patch size (scikit-image adds one to even sizes). */
   static int
   EffectivePatchSize(int patchSize)

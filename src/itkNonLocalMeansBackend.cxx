@@ -30,6 +30,17 @@
 namespace itk
 {
 
+double
+NonLocalMeansBackend::Normalisation(const Problem & p)
+{
+  double norm = (static_cast<double>(p.Components) * p.H) * p.H;
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    norm = norm * static_cast<double>(EffectivePatchSize(p.PatchSize));
+  }
+  return norm;
+}
+
 void
 NonLocalMeansBackend::VerifyProblem(const Problem & p)
 {
@@ -73,12 +84,10 @@ NonLocalMeansBackend::VerifyProblem(const Problem & p)
                                             "noise standard deviation; scikit-image uses only sigma*sigma).");
   }
   const int    s = EffectivePatchSize(p.PatchSize);
-  const double K = static_cast<double>(p.Components);
-  double       norm = (K * p.H) * p.H;
-  double       boxTerms = K;
+  const double norm = Normalisation(p);
+  double       boxTerms = static_cast<double>(p.Components);
   for (unsigned int a = 0; a < p.Dimension; ++a)
   {
-    norm *= static_cast<double>(s);
     boxTerms *= static_cast<double>(s);
   }
   if (!std::isnormal(norm))

@@ -278,11 +278,7 @@ public:
     const double K = static_cast<double>(L.K);
     const double v2 = 2.0 * (p.Sigma * p.Sigma);
     m_Noise = K * v2;
-    m_Norm = (K * p.H) * p.H;
-    for (int a = 0; a < L.n; ++a)
-    {
-      m_Norm = m_Norm * static_cast<double>(m_S);
-    }
+    m_Norm = NonLocalMeansBackend::Normalisation(p);
     for (unsigned int a = 0; a < MaxDim; ++a)
     {
       m_E[a] = (static_cast<int>(a) < L.n) ? (m_O + m_D) : 0;

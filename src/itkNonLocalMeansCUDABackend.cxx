@@ -555,18 +555,6 @@ ElementSize(ElementType t)
   return t == ElementType::Float32 ? sizeof(float) : sizeof(double);
 }
 
-/** The distance normalisation of the contract (2.1): ((K * h) * h) * s per spatial dimension. */
-double
-Norm(const NonLocalMeansBackend::Problem & p)
-{
-  double norm = (static_cast<double>(p.Components) * p.H) * p.H;
-  for (unsigned int a = 0; a < p.Dimension; ++a)
-  {
-    norm = norm * static_cast<double>(NonLocalMeansBackend::EffectivePatchSize(p.PatchSize));
-  }
-  return norm;
-}
-
 /** Estimated time per output voxel of a kernel configuration (arbitrary units): the warp
  * instructions of the kernel's passes over every shift's boxes, divided by the instruction issue
  * rate the configuration's occupancy allows (measured on an H200: about 0.095 warp instructions
@@ -667,7 +655,7 @@ NonLocalMeansCUDABackend::ChooseConfiguration(const Problem & p)
   // Its weights need -kExpA / norm as a finite double (h above about 1e-151).
   const char * columnsEnv = std::getenv("CUDANONLOCALMEANS_COLUMNS");
   if (p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= 11 && !std::getenv("CUDANONLOCALMEANS_TILE") &&
-      !(columnsEnv && std::string(columnsEnv) == "0") && std::isfinite(nlm::WeightScale(Norm(p))))
+      !(columnsEnv && std::string(columnsEnv) == "0") && std::isfinite(nlm::WeightScale(Normalisation(p))))
   {
     // Shapes in order of preference {rows, planes, warps, blocks per SM}: the first measured best on
     // an H200 (BENCHMARKS.md: float64 arithmetic, float arithmetic, several components), then
@@ -985,7 +973,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   Stream       stream(s);
   Event        t0(s), t1(s), t2(s), t3(s);
   StagedCopies staged(*state, stream.Get(), threader, numberOfWorkUnits);
-  const double norm = Norm(problem);
+  const double norm = Normalisation(problem);
   const double noise = static_cast<double>(K) * (2.0 * (problem.Sigma * problem.Sigma));
 
   const long long tilesTotalAll = [&] {
