@@ -1132,10 +1132,9 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     // Download.
     char * hostOut = static_cast<char *>(problem.Output) + outPlane * static_cast<size_t>(zLo) * outElem;
     s.Check(drv.cuEventSynchronize(t3.Get()), "the non-local means kernels");
-    const auto downloadStart = std::chrono::steady_clock::now();
+    const auto downloadStart = Clock::now();
     staged.Download(hostOut, dOut.Get(), outBytes);
-    const double downloadMs =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - downloadStart).count();
+    const double downloadMs = millisecondsSince(downloadStart);
     for (; waited < done.size(); ++waited)
     {
       tilesDone += doneTiles[waited];
