@@ -22,6 +22,7 @@
 #include "itkObjectFactory.h"
 #include "CudaNonLocalMeansExport.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -108,19 +109,21 @@ public:
   };
 
   /** What the last Run did and how long its parts took (CUDA backend; the CPU backend reports
-   * only the configuration). Times come from CUDA events. */
+   * only the configuration). Device times come from CUDA events, host times from a steady clock. */
   struct RunStatistics
   {
-    std::string   Device;
-    std::string   Configuration;
-    double        KernelMilliseconds{ 0.0 };     // the non-local means kernels
-    double        PadMilliseconds{ 0.0 };        // reflect padding on the device
-    double        UploadMilliseconds{ 0.0 };     // host to device copies
-    double        DownloadMilliseconds{ 0.0 };   // device to host copies
+    std::string Device;
+    std::string Configuration;
+    // The CUDA backend overlaps the copies with the kernels (doc/cuda-backend.md): the times below
+    // are not additive.
+    double        KernelMilliseconds{ 0.0 };     // the non-local means kernels (CUDA events, sum of the chunks)
+    double        PadMilliseconds{ 0.0 };        // reflect padding on the device (CUDA events)
+    double        UploadMilliseconds{ 0.0 };     // host: enqueuing the upload (staged copies, fused finite check)
+    double        DownloadMilliseconds{ 0.0 };   // host: downloads, mostly while the kernels run
     double        CompileMilliseconds{ 0.0 };    // NVRTC compile in this Run (0 if cached)
-    double        CheckMilliseconds{ 0.0 };      // host: the finite-value check of the input
+    double        CheckMilliseconds{ 0.0 };      // host: a separate finite-value check (0 when fused into the upload)
     double        SetupMilliseconds{ 0.0 };      // host: configuration, module (compile or cache), memory plan
-    double        AllocationMilliseconds{ 0.0 }; // host: device buffers
+    double        AllocationMilliseconds{ 0.0 }; // host: device buffers, the first page-locked buffer
     bool          KernelFromDiskCache{ false };
     bool          KernelFromMemoryCache{ false };
     unsigned int  Slabs{ 0 };
@@ -157,6 +160,11 @@ public:
    * With a threader and more than one work unit the check runs in parallel. */
   static void
   VerifyInputIsFinite(const Problem & problem, MultiThreaderBase * threader = nullptr, unsigned int workUnits = 1);
+
+  /** Whether the `count` values of type `type` at `data` hold a NaN or an infinity (no exception:
+   * for checks fused into other passes over the input, which then call VerifyInputIsFinite). */
+  static bool
+  HoldsNonFinite(const void * data, std::size_t count, ElementType type);
 
   /** The distance normalisation of doc/numerical-contract.md 2.1: ((K * h) * h) multiplied by the
    * effective patch size once per spatial dimension, left to right. */

@@ -135,10 +135,12 @@ LoadDriver()
   Bind(lib, d.cuLaunchKernel, { "cuLaunchKernel" }, missing);
   Bind(lib, d.cuStreamCreate, { "cuStreamCreate" }, missing);
   Bind(lib, d.cuStreamSynchronize, { "cuStreamSynchronize" }, missing);
+  Bind(lib, d.cuStreamWaitEvent, { "cuStreamWaitEvent" }, missing);
   Bind(lib, d.cuStreamDestroy, { "cuStreamDestroy_v2" }, missing);
   Bind(lib, d.cuEventCreate, { "cuEventCreate" }, missing);
   Bind(lib, d.cuEventRecord, { "cuEventRecord" }, missing);
   Bind(lib, d.cuEventSynchronize, { "cuEventSynchronize" }, missing);
+  Bind(lib, d.cuEventQuery, { "cuEventQuery" }, missing);
   Bind(lib, d.cuEventElapsedTime, { "cuEventElapsedTime_v2", "cuEventElapsedTime" }, missing);
   Bind(lib, d.cuEventDestroy, { "cuEventDestroy_v2" }, missing);
   if (!missing.empty())

@@ -152,7 +152,7 @@ VerifyFinite(const T * data, std::int64_t count, unsigned int components)
  * reduction without early exit, so that the compiler vectorises it. */
 template <typename T, typename TBits>
 bool
-HoldsNonFinite(const T * data, std::int64_t count)
+AnyNonFinite(const T * data, std::int64_t count)
 {
   static_assert(sizeof(T) == sizeof(TBits), "bit pattern of the element type");
   constexpr TBits exponent = static_cast<TBits>(std::is_same<T, float>::value ? 0x7f800000ull : 0x7ff0000000000000ull);
@@ -177,7 +177,7 @@ VerifyFiniteInParallel(const T *           data,
   constexpr std::int64_t block = std::int64_t{ 1 } << 20;
   std::atomic<bool>      found{ false };
   nlm::ParallelFor(threader, workUnits, (count + block - 1) / block, [&](std::int64_t b) {
-    if (HoldsNonFinite<T, TBits>(data + b * block, std::min(block, count - b * block)))
+    if (AnyNonFinite<T, TBits>(data + b * block, std::min(block, count - b * block)))
     {
       found = true;
     }
@@ -207,6 +207,14 @@ NonLocalMeansBackend::VerifyInputIsFinite(const Problem & p, MultiThreaderBase *
     VerifyFiniteInParallel<double, std::uint64_t>(
       static_cast<const double *>(p.Input), count, p.Components, threader, workUnits);
   }
+}
+
+bool
+NonLocalMeansBackend::HoldsNonFinite(const void * data, std::size_t count, ElementType type)
+{
+  return type == ElementType::Float32
+           ? AnyNonFinite<float, std::uint32_t>(static_cast<const float *>(data), static_cast<std::int64_t>(count))
+           : AnyNonFinite<double, std::uint64_t>(static_cast<const double *>(data), static_cast<std::int64_t>(count));
 }
 
 bool

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -34,7 +35,12 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#  include <sys/mman.h>
+#endif
 
 namespace itk
 {
@@ -251,20 +257,23 @@ public:
   /** Bytes of one page-locked staging buffer. */
   static constexpr size_t StagingBytes = size_t{ 16 } << 20;
 
-  /** A page-locked staging buffer of StagingBytes from the process-wide pool (allocated when none
-   * is free), or nullptr when page-locked memory cannot be had. Call with the context current. */
+  /** A page-locked staging buffer of StagingBytes from the process-wide pool, or (with `allocate`)
+   * a new one when none is free (about 0.5 ms per MiB); nullptr when none can be had. Call with
+   * the context current. */
   void *
-  AcquireStaging()
+  AcquireStaging(bool allocate = true)
   {
-    const std::lock_guard<std::mutex> lock(stagingMutex);
-    if (!freeStaging.empty())
     {
-      void * b = freeStaging.back();
-      freeStaging.pop_back();
-      return b;
+      const std::lock_guard<std::mutex> lock(stagingMutex);
+      if (!freeStaging.empty())
+      {
+        void * b = freeStaging.back();
+        freeStaging.pop_back();
+        return b;
+      }
     }
     void * b = nullptr;
-    return driver->cuMemAllocHost(&b, StagingBytes) == cuda::CUDA_SUCCESS ? b : nullptr;
+    return allocate && driver->cuMemAllocHost(&b, StagingBytes) == cuda::CUDA_SUCCESS ? b : nullptr;
   }
 
   void
@@ -393,21 +402,21 @@ private:
 /** Copies between pageable host memory and the device through page-locked staging buffers: the
  * host side of each chunk is copied by the work units of the filter's threader while the previous
  * chunk is in flight, which is several times faster than the driver's own staging of pageable
- * memory. Without page-locked memory, or for small copies, the plain driver copy is used. */
+ * memory. Without page-locked memory, or for small transfers, the plain driver copy is used. A
+ * transfer may be split into several calls on any stream: the buffers are used round robin, each
+ * one reused only when its previous copy has completed. */
 class StagedCopies
 {
 public:
   static constexpr int Buffers = 4;
 
-  StagedCopies(DeviceState & s, CUstream stream, MultiThreaderBase * threader, unsigned int workUnits)
+  StagedCopies(DeviceState & s, MultiThreaderBase * threader, unsigned int workUnits)
     : m_State(s)
-    , m_Stream(stream)
     , m_Threader(threader)
     , m_WorkUnits(workUnits)
   {
     for (int b = 0; b < Buffers; ++b)
     {
-      m_Buffers[b] = s.AcquireStaging();
       m_Events[b] = std::make_unique<Event>(s);
     }
     // CUDANONLOCALMEANS_STAGING_CHUNK (bytes) sets a smaller chunk, for tests.
@@ -416,90 +425,37 @@ public:
       const long long c = std::atoll(env);
       if (c >= 64 && static_cast<size_t>(c) < m_Chunk)
       {
-        m_Chunk = static_cast<size_t>(c);
+        m_Chunk = static_cast<size_t>(c) / 16 * 16; // whole elements in every chunk
       }
     }
   }
   ~StagedCopies()
   {
-    m_State.driver->cuStreamSynchronize(m_Stream);
-    for (void * b : m_Buffers)
+    if (m_Helper.joinable())
     {
-      if (b != nullptr)
-      {
-        m_State.ReleaseStaging(b);
-      }
+      m_Helper.join();
+    }
+    Collect();
+    for (int b = 0; b < m_Count; ++b)
+    {
+      m_State.driver->cuEventSynchronize(m_Events[b]->Get());
+      m_State.ReleaseStaging(m_Buffers[b]);
     }
   }
   ITK_DISALLOW_COPY_AND_MOVE(StagedCopies);
 
-  /** Enqueues the copy of `bytes` from `host` to `device` on the stream; returns when the host
-   * memory may change (staged) or at once (small copies, which the driver stages itself). */
-  void
-  Upload(CUdeviceptr device, const char * host, size_t bytes)
+  /** Bytes per staged copy. */
+  size_t
+  Chunk() const
   {
-    const auto & drv = *m_State.driver;
-    if (!Staged(bytes))
-    {
-      m_State.Check(drv.cuMemcpyHtoDAsync(device, host, bytes, m_Stream), "cuMemcpyHtoDAsync");
-      return;
-    }
-    const size_t chunk = m_Chunk;
-    const size_t chunks = (bytes + chunk - 1) / chunk;
-    for (size_t i = 0; i < chunks; ++i)
-    {
-      const int    b = static_cast<int>(i % Buffers);
-      const size_t length = std::min(chunk, bytes - i * chunk);
-      if (i >= static_cast<size_t>(Buffers))
-      {
-        m_State.Check(drv.cuEventSynchronize(m_Events[b]->Get()), "cuEventSynchronize");
-      }
-      Copy(static_cast<char *>(m_Buffers[b]), host + i * chunk, length);
-      m_State.Check(drv.cuMemcpyHtoDAsync(device + i * chunk, m_Buffers[b], length, m_Stream), "cuMemcpyHtoDAsync");
-      m_State.Check(drv.cuEventRecord(m_Events[b]->Get(), m_Stream), "cuEventRecord");
-    }
-    m_State.Check(drv.cuStreamSynchronize(m_Stream), "the upload to the GPU");
+    return m_Chunk;
   }
 
-  /** Copies `bytes` from `device` to `host` after the work queued on the stream; returns when done. */
-  void
-  Download(char * host, CUdeviceptr device, size_t bytes)
-  {
-    const auto & drv = *m_State.driver;
-    if (!Staged(bytes))
-    {
-      m_State.Check(drv.cuMemcpyDtoHAsync(host, device, bytes, m_Stream), "cuMemcpyDtoHAsync");
-      m_State.Check(drv.cuStreamSynchronize(m_Stream), "the non-local means kernels");
-      return;
-    }
-    const size_t chunk = m_Chunk;
-    const size_t chunks = (bytes + chunk - 1) / chunk;
-    auto         enqueue = [&](size_t i) {
-      const int b = static_cast<int>(i % Buffers);
-      m_State.Check(
-        drv.cuMemcpyDtoHAsync(m_Buffers[b], device + i * chunk, std::min(chunk, bytes - i * chunk), m_Stream),
-        "cuMemcpyDtoHAsync");
-      m_State.Check(drv.cuEventRecord(m_Events[b]->Get(), m_Stream), "cuEventRecord");
-    };
-    for (size_t i = 0; i < chunks && i < static_cast<size_t>(Buffers); ++i)
-    {
-      enqueue(i);
-    }
-    for (size_t i = 0; i < chunks; ++i)
-    {
-      const int b = static_cast<int>(i % Buffers);
-      m_State.Check(drv.cuEventSynchronize(m_Events[b]->Get()), "the non-local means kernels");
-      Copy(host + i * chunk, static_cast<const char *>(m_Buffers[b]), std::min(chunk, bytes - i * chunk));
-      if (i + Buffers < chunks)
-      {
-        enqueue(i + Buffers);
-      }
-    }
-  }
-
-private:
-  /** Whether a copy of `bytes` goes through the staging buffers; takes them from the pool at the
-   * first such copy (all or none). */
+  /** Whether a transfer of `bytes` in all goes through the staging buffers; takes them at the first
+   * such transfer. Buffers come from the process-wide pool; those it lacks are allocated, the first
+   * at once and the others by a helper thread while the first copies go through the buffers at
+   * hand (page-locking costs about 0.5 ms per MiB: this hides most of it in a process's first
+   * Update). */
   bool
   Staged(size_t bytes)
   {
@@ -507,47 +463,205 @@ private:
     {
       return false;
     }
-    if (m_Buffers[0] == nullptr)
+    if (m_Count == 0)
     {
-      for (int b = 0; b < Buffers; ++b)
+      m_Buffers[0] = m_State.AcquireStaging();
+      if (m_Buffers[0] == nullptr)
       {
-        m_Buffers[b] = m_State.AcquireStaging();
-        if (m_Buffers[b] == nullptr)
+        m_Unavailable = true;
+        return false;
+      }
+      for (m_Count = 1; m_Count < Buffers; ++m_Count)
+      {
+        m_Buffers[m_Count] = m_State.AcquireStaging(false);
+        if (m_Buffers[m_Count] == nullptr)
         {
-          for (int a = 0; a < b; ++a)
-          {
-            m_State.ReleaseStaging(m_Buffers[a]);
-            m_Buffers[a] = nullptr;
-          }
-          m_Unavailable = true;
-          return false;
+          break;
         }
+      }
+      if (m_Count < Buffers)
+      {
+        m_Helper = std::thread([this, wanted = Buffers - m_Count]() {
+          try
+          {
+            ScopedContext scope(m_State);
+            for (int i = 0; i < wanted; ++i)
+            {
+              void * b = m_State.AcquireStaging();
+              if (b == nullptr)
+              {
+                break;
+              }
+              const std::lock_guard<std::mutex> lock(m_ArrivedMutex);
+              m_Arrived.push_back(b);
+            }
+          }
+          catch (...)
+          {
+            // No context in this thread: the copies go on with the buffers at hand.
+          }
+        });
       }
     }
     return true;
   }
 
-  /** memcpy by the threader's work units, in blocks of 1 MiB. */
+  /** Enqueues the copy of `bytes` from `host` to `device` on `stream`; returns when the host memory
+   * may change. `staged`: what Staged() said for the whole transfer. With `nonFinite` (staged
+   * copies only), the values copied, of type `type`, are also checked, and `nonFinite` set when one
+   * is a NaN or an infinity. */
   void
-  Copy(char * to, const char * from, size_t bytes) const
+  Upload(CUdeviceptr         device,
+         const char *        host,
+         size_t              bytes,
+         CUstream            stream,
+         bool                staged,
+         std::atomic<bool> * nonFinite = nullptr,
+         ElementType         type = ElementType::Float64)
+  {
+    const auto & drv = *m_State.driver;
+    if (!staged)
+    {
+      m_State.Check(drv.cuMemcpyHtoDAsync(device, host, bytes, stream), "cuMemcpyHtoDAsync");
+      return;
+    }
+    for (size_t at = 0; at < bytes; at += m_Chunk)
+    {
+      const size_t length = std::min(m_Chunk, bytes - at);
+      const int    b = Take();
+      Copy(static_cast<char *>(m_Buffers[b]), host + at, length, nonFinite, type);
+      m_State.Check(drv.cuMemcpyHtoDAsync(device + at, m_Buffers[b], length, stream), "cuMemcpyHtoDAsync");
+      m_State.Check(drv.cuEventRecord(m_Events[b]->Get(), stream), "cuEventRecord");
+    }
+  }
+
+  /** Copies `bytes` from `device` to `host` after the work queued on `stream`; returns when done.
+   * `staged`: what Staged() said for the whole transfer. */
+  void
+  Download(char * host, CUdeviceptr device, size_t bytes, CUstream stream, bool staged)
+  {
+    const auto & drv = *m_State.driver;
+    if (!staged)
+    {
+      m_State.Check(drv.cuMemcpyDtoHAsync(host, device, bytes, stream), "cuMemcpyDtoHAsync");
+      m_State.Check(drv.cuStreamSynchronize(stream), "the non-local means kernels");
+      return;
+    }
+    if (m_Count < Buffers)
+    {
+      Collect();
+    }
+    // Up to `depth` chunks in flight (the buffers in the ring now; more may join while this runs).
+    const size_t             depth = static_cast<size_t>(m_Count);
+    const size_t             chunks = (bytes + m_Chunk - 1) / m_Chunk;
+    std::array<int, Buffers> slot{};
+    auto                     enqueue = [&](size_t i) {
+      const int b = Take();
+      slot[i % depth] = b;
+      m_State.Check(
+        drv.cuMemcpyDtoHAsync(m_Buffers[b], device + i * m_Chunk, std::min(m_Chunk, bytes - i * m_Chunk), stream),
+        "cuMemcpyDtoHAsync");
+      m_State.Check(drv.cuEventRecord(m_Events[b]->Get(), stream), "cuEventRecord");
+    };
+    for (size_t i = 0; i < chunks && i < depth; ++i)
+    {
+      enqueue(i);
+    }
+    for (size_t i = 0; i < chunks; ++i)
+    {
+      const int b = slot[i % depth];
+      m_State.Check(drv.cuEventSynchronize(m_Events[b]->Get()), "the non-local means kernels");
+      Copy(host + i * m_Chunk, static_cast<const char *>(m_Buffers[b]), std::min(m_Chunk, bytes - i * m_Chunk));
+      if (i + depth < chunks)
+      {
+        enqueue(i + depth);
+      }
+    }
+  }
+
+private:
+  /** Adds the buffers that the helper thread has allocated so far to the ring. */
+  void
+  Collect()
+  {
+    const std::lock_guard<std::mutex> lock(m_ArrivedMutex);
+    for (void * b : m_Arrived)
+    {
+      m_Buffers[m_Count++] = b;
+    }
+    m_Arrived.clear();
+  }
+
+  /** The next buffer in turn, once its previous copy has completed. */
+  int
+  Take()
+  {
+    if (m_Count < Buffers)
+    {
+      Collect();
+    }
+    const int b = m_Next % m_Count;
+    m_Next = b + 1;
+    m_State.Check(m_State.driver->cuEventSynchronize(m_Events[b]->Get()), "a copy between host and GPU");
+    return b;
+  }
+
+  /** memcpy by the threader's work units, in blocks of 1 MiB; with `nonFinite`, each block copied
+   * is also checked for values (of type `type`) that are not finite. */
+  void
+  Copy(char *              to,
+       const char *        from,
+       size_t              bytes,
+       std::atomic<bool> * nonFinite = nullptr,
+       ElementType         type = ElementType::Float64) const
   {
     constexpr size_t block = size_t{ 1 } << 20;
+    const size_t     element = type == ElementType::Float32 ? sizeof(float) : sizeof(double);
     nlm::ParallelFor(
       m_Threader, m_WorkUnits, static_cast<std::int64_t>((bytes + block - 1) / block), [&](std::int64_t i) {
         const size_t at = static_cast<size_t>(i) * block;
-        std::memcpy(to + at, from + at, std::min(block, bytes - at));
+        const size_t length = std::min(block, bytes - at);
+        std::memcpy(to + at, from + at, length);
+        if (nonFinite != nullptr && NonLocalMeansBackend::HoldsNonFinite(to + at, length / element, type))
+        {
+          *nonFinite = true;
+        }
       });
   }
 
   DeviceState &                               m_State;
-  CUstream                                    m_Stream;
   MultiThreaderBase *                         m_Threader;
   unsigned int                                m_WorkUnits;
   size_t                                      m_Chunk{ DeviceState::StagingBytes };
   bool                                        m_Unavailable{ false }; // no page-locked memory to be had
+  int                                         m_Next{ 0 };
+  int                                         m_Count{ 0 }; // buffers in the ring
   std::array<void *, Buffers>                 m_Buffers{};
   std::array<std::unique_ptr<Event>, Buffers> m_Events;
+  std::thread                                 m_Helper; // allocates the buffers the pool lacked
+  std::mutex                                  m_ArrivedMutex;
+  std::vector<void *>                         m_Arrived; // allocated by the helper, not yet in the ring
 };
+
+/** Asks Linux to back the pages of [data, data + bytes) that are not yet touched with huge pages
+ * where it can (transparent huge pages in "madvise" mode): the first write to a new output buffer
+ * then faults once per 2 MiB instead of once per 4 KiB. Only a hint; nothing changes elsewhere. */
+void
+AdviseHugePages(void * data, size_t bytes)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t huge = std::uintptr_t{ 2 } << 20;
+  const std::uintptr_t     begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) / huge * huge;
+  const std::uintptr_t     end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / huge * huge;
+  if (end > begin)
+  {
+    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE); // a hint: failure is harmless
+  }
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
 
 size_t
 ElementSize(ElementType t)
@@ -867,9 +981,15 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   auto millisecondsSince = [](Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   };
-  const auto checkStart = Clock::now();
-  VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
-  m_Statistics.CheckMilliseconds = millisecondsSince(checkStart);
+  // The finite check runs as a pass of its own before anything is written, unless it can be fused
+  // into the upload (one slab whose upload covers the whole input buffer, staged).
+  bool checked = false;
+  auto checkInput = [&]() {
+    const auto checkStart = Clock::now();
+    VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
+    m_Statistics.CheckMilliseconds += millisecondsSince(checkStart);
+    checked = true;
+  };
   const auto setupStart = Clock::now();
 
   std::string   why;
@@ -900,6 +1020,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   long long cells = outSize[0] * outSize[1] * outSize[2] * outSize[3];
   if (cells == 0)
   {
+    checkInput();
     return;
   }
   if (caller)
@@ -970,9 +1091,12 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   m_Statistics.Slabs = static_cast<unsigned int>(slabs);
   m_Statistics.DeviceBytes = slabBytes(slab);
 
-  Stream       stream(s);
-  Event        t0(s), t1(s), t2(s), t3(s);
-  StagedCopies staged(*state, stream.Get(), threader, numberOfWorkUnits);
+  // The kernels run on one stream and the copies on another: each slab's input is uploaded in
+  // pieces of planes along the outermost axis, and the padding and the kernel chunks start as soon
+  // as the planes they read are on the GPU; output planes are downloaded as soon as the chunks that
+  // write them have completed.
+  Stream       stream(s), copies(s);
+  StagedCopies staged(*state, threader, numberOfWorkUnits);
   const double norm = Normalisation(problem);
   const double noise = static_cast<double>(K) * (2.0 * (problem.Sigma * problem.Sigma));
 
@@ -1027,14 +1151,15 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
 
     const auto   allocationStart = Clock::now();
     DeviceBuffer dIn(s, inBytes), dPad(s, padCells * realElem), dOut(s, outBytes);
+    const bool   stageIn = staged.Staged(inBytes);
+    const bool   stageOut = staged.Staged(outBytes);
     m_Statistics.AllocationMilliseconds += millisecondsSince(allocationStart);
-
-    // Upload.
-    const char * hostIn =
-      static_cast<const char *>(problem.Input) + planeCells * static_cast<size_t>(pLo - inStart[A]) * inElem;
-    s.Check(drv.cuEventRecord(t0.Get(), stream.Get()), "cuEventRecord");
-    staged.Upload(dIn.Get(), hostIn, inBytes);
-    s.Check(drv.cuEventRecord(t1.Get(), stream.Get()), "cuEventRecord");
+    const bool fuseCheck = !checked && slabs == 1 && stageIn && pLo == inStart[A] && pHi == inStart[A] + inSize[A];
+    if (!checked && !fuseCheck)
+    {
+      checkInput();
+    }
+    std::atomic<bool> nonFinite{ false };
 
     // Reflect padding.
     NlmPadParams pp{};
@@ -1052,17 +1177,37 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
       pp.clampLo[a] = used ? origin - E : 0;
       pp.clampHi[a] = used ? origin + ((a == A) ? zHi - zLo : outSize[a]) + E - 1 : 0;
     }
+    // padNeeds[j]: how many uploaded input planes (from pLo) padded planes 0..j along A read.
+    std::vector<long long> padNeeds(static_cast<size_t>(padSize[A]));
+    for (long long j = 0, most = 0; j < padSize[A]; ++j)
     {
-      CUdeviceptr    src = dIn.Get(), dst = dPad.Get();
-      void *         args[] = { &src, &dst, &pp };
-      const size_t   padTotal = padCells / static_cast<size_t>(K);
+      const long long c = std::min(std::max(pp.padStart[A] + j, pp.clampLo[A]), pp.clampHi[A]);
+      most = std::max(most, nlm::ReflectIndex(c, image[A]) - pLo + 1);
+      padNeeds[static_cast<size_t>(j)] = most;
+    }
+    const size_t                        padPlane = padCells / static_cast<size_t>(padSize[A]); // with components
+    long long                           padded = 0;                                            // padded planes enqueued
+    std::vector<std::unique_ptr<Event>> padEvents; // start and end of each padding launch
+    auto                                pad = [&](long long upTo) {
+      NlmPadParams piece = pp;
+      piece.padStart[A] += padded;
+      piece.padSize[A] = upTo - padded;
+      CUdeviceptr    src = dIn.Get(), dst = dPad.Get() + static_cast<size_t>(padded) * padPlane * realElem;
+      void *         args[] = { &src, &dst, &piece };
+      const size_t   padTotal = padPlane / static_cast<size_t>(K) * static_cast<size_t>(upTo - padded);
       const unsigned blocks = static_cast<unsigned>(std::min<size_t>((padTotal + 255) / 256, 65535u * 8));
+      padEvents.push_back(std::make_unique<Event>(s));
+      s.Check(drv.cuEventRecord(padEvents.back()->Get(), stream.Get()), "cuEventRecord");
       s.Check(drv.cuLaunchKernel(module.pad, blocks, 1, 1, 256, 1, 1, 0, stream.Get(), args, nullptr),
               "cuLaunchKernel(nlm_pad)");
-    }
-    s.Check(drv.cuEventRecord(t2.Get(), stream.Get()), "cuEventRecord");
+      padEvents.push_back(std::make_unique<Event>(s));
+      s.Check(drv.cuEventRecord(padEvents.back()->Get(), stream.Get()), "cuEventRecord");
+      padded = upTo;
+    };
 
-    // The non-local means kernel, in chunks of tiles for progress and abort.
+    // The non-local means kernel, in chunks of tiles (in the order of the outermost axis) for
+    // progress, abort, and to start before the whole input is padded and download before the whole
+    // output is computed.
     NlmFastParams fp{};
     long long     tiles = 1;
     for (int a = 0; a < 4; ++a)
@@ -1076,72 +1221,178 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     fp.invNorm = 1.0 / norm;
     fp.noise = noise;
     fp.negScale = nlm::WeightScale(norm);
-    const long long                     wave = static_cast<long long>(s.multiprocessors) * module.blocksPerSM;
-    const long long                     chunk = std::max<long long>(4 * wave, (tilesTotalAll + 39) / 40);
+    long long tilesPerLayer = 1; // tiles per layer of tiles across axis A
+    for (int a = 0; a < A; ++a)
+    {
+      tilesPerLayer *= fp.tiles[a];
+    }
+    struct KernelChunk
+    {
+      long long first, count;
+      long long needs;  // padded planes it reads (from the first)
+      long long planes; // output planes complete once it and the chunks before it are
+    };
+    std::vector<KernelChunk> chunks;
+    {
+      const long long wave = static_cast<long long>(s.multiprocessors) * module.blocksPerSM;
+      const long long chunk = std::max<long long>(4 * wave, (tilesTotalAll + 39) / 40);
+      for (long long first = 0; first < tiles; first += chunk)
+      {
+        const long long count = std::min(chunk, tiles - first);
+        const long long lastLayer = (first + count - 1) / tilesPerLayer;
+        chunks.push_back({ first,
+                           count,
+                           std::min(padSize[A], (lastLayer + 1) * config.Tile[A] + 2 * E),
+                           std::min(zHi - zLo, (first + count) / tilesPerLayer * config.Tile[A]) });
+      }
+    }
+    constexpr size_t                    queueDepth = 4; // chunks queued at most
     CUdeviceptr                         yPtr = dPad.Get(), oPtr = dOut.Get();
-    std::vector<std::unique_ptr<Event>> done;
-    std::vector<long long>              doneTiles;
-    size_t                              waited = 0;
+    std::vector<std::unique_ptr<Event>> starts, ends;
+    size_t                              launched = 0, finished = 0;
     bool                                aborted = false;
-    auto                                finishOne = [&]() {
-      s.Check(drv.cuEventSynchronize(done[waited]->Get()), "cuEventSynchronize");
-      tilesDone += doneTiles[waited];
-      ++waited;
+    auto                                launchReady = [&]() {
+      while (launched < chunks.size() && launched - finished < queueDepth && chunks[launched].needs <= padded)
+      {
+        fp.tileOffset = chunks[launched].first;
+        void * args[] = { &yPtr, &oPtr, &fp };
+        starts.push_back(std::make_unique<Event>(s));
+        s.Check(drv.cuEventRecord(starts.back()->Get(), stream.Get()), "cuEventRecord");
+        s.Check(drv.cuLaunchKernel(module.fast,
+                                   static_cast<unsigned>(chunks[launched].count),
+                                   1,
+                                   1,
+                                   static_cast<unsigned>(config.Threads()),
+                                   1,
+                                   1,
+                                   static_cast<unsigned>(config.SharedBytes()),
+                                   stream.Get(),
+                                   args,
+                                   nullptr),
+                "cuLaunchKernel(nlm_fast)");
+        ends.push_back(std::make_unique<Event>(s));
+        s.Check(drv.cuEventRecord(ends.back()->Get(), stream.Get()), "cuEventRecord");
+        ++launched;
+      }
+    };
+    // Accounts for the oldest queued chunk; without `wait`, only if it has completed already.
+    auto finishOne = [&](bool wait) {
+      const CUevent e = ends[finished]->Get();
+      if (wait)
+      {
+        s.Check(drv.cuEventSynchronize(e), "the non-local means kernels");
+      }
+      else
+      {
+        const CUresult r = drv.cuEventQuery(e);
+        if (r == cuda::CUDA_ERROR_NOT_READY)
+        {
+          return false;
+        }
+        s.Check(r, "the non-local means kernels");
+      }
+      tilesDone += chunks[finished].count;
+      ++finished;
       if (caller)
       {
         caller->UpdateProgress(static_cast<float>(0.99 * static_cast<double>(tilesDone) / tilesTotalAll));
         aborted = caller->GetAbortGenerateData();
       }
+      return true;
     };
-    for (long long first = 0; first < tiles && !aborted; first += chunk)
+
+    // Upload in pieces of planes on the copy stream; pad and start the kernel chunks that the
+    // uploaded planes allow as each piece is enqueued.
+    const char * hostIn =
+      static_cast<const char *>(problem.Input) + planeCells * static_cast<size_t>(pLo - inStart[A]) * inElem;
+    const size_t    inPlane = planeCells * inElem;
+    const long long piecePlanes = std::max<long long>(1, static_cast<long long>(staged.Chunk() / inPlane));
+    Event           uploaded(s);
+    const auto      uploadStart = Clock::now();
+    for (long long q = 0; q < pHi - pLo && !aborted; q += piecePlanes)
     {
-      fp.tileOffset = first;
-      const long long count = std::min(chunk, tiles - first);
-      void *          args[] = { &yPtr, &oPtr, &fp };
-      s.Check(drv.cuLaunchKernel(module.fast,
-                                 static_cast<unsigned>(count),
-                                 1,
-                                 1,
-                                 static_cast<unsigned>(config.Threads()),
-                                 1,
-                                 1,
-                                 static_cast<unsigned>(config.SharedBytes()),
-                                 stream.Get(),
-                                 args,
-                                 nullptr),
-              "cuLaunchKernel(nlm_fast)");
-      done.push_back(std::make_unique<Event>(s));
-      doneTiles.push_back(count);
-      s.Check(drv.cuEventRecord(done.back()->Get(), stream.Get()), "cuEventRecord");
-      // Keep two chunks queued; report progress as the older ones finish.
-      while (!aborted && done.size() - waited > 2)
+      const long long qEnd = std::min(pHi - pLo, q + piecePlanes);
+      const size_t    at = static_cast<size_t>(q) * inPlane;
+      staged.Upload(dIn.Get() + at,
+                    hostIn + at,
+                    static_cast<size_t>(qEnd - q) * inPlane,
+                    copies.Get(),
+                    stageIn,
+                    fuseCheck ? &nonFinite : nullptr,
+                    problem.InputType);
+      long long ready = padded;
+      while (ready < padSize[A] && padNeeds[static_cast<size_t>(ready)] <= qEnd)
       {
-        finishOne();
+        ++ready;
+      }
+      if (ready > padded)
+      {
+        s.Check(drv.cuEventRecord(uploaded.Get(), copies.Get()), "cuEventRecord");
+        s.Check(drv.cuStreamWaitEvent(stream.Get(), uploaded.Get(), 0), "cuStreamWaitEvent");
+        pad(ready);
+      }
+      while (finished < launched && !aborted && finishOne(false))
+      {
+      }
+      launchReady();
+    }
+    m_Statistics.UploadMilliseconds += millisecondsSince(uploadStart);
+    if (fuseCheck)
+    {
+      checked = true;
+      if (nonFinite)
+      {
+        drv.cuStreamSynchronize(stream.Get());
+        checkInput(); // throws, naming the first value that is not finite
       }
     }
-    s.Check(drv.cuEventRecord(t3.Get(), stream.Get()), "cuEventRecord");
+    if (!aborted && padded < padSize[A])
+    {
+      itkGenericExceptionMacro("Internal error: the uploaded planes do not cover the padded input.");
+    }
+
+    // Wait for the chunks in turn, keep the queue filled, and download the output planes that are
+    // complete (on the copy stream, while the kernel goes on).
+    char *       hostOut = static_cast<char *>(problem.Output) + outPlane * static_cast<size_t>(zLo) * outElem;
+    const size_t outPlaneBytes = outPlane * outElem;
+    long long    downloaded = 0;
+    double       downloadMs = 0.0;
+    AdviseHugePages(hostOut, static_cast<size_t>(zHi - zLo) * outPlaneBytes);
+    while (finished < chunks.size() && !aborted)
+    {
+      launchReady();
+      finishOne(true);
+      const long long planes = chunks[finished - 1].planes;
+      if (planes > downloaded && !aborted)
+      {
+        const auto   downloadStart = Clock::now();
+        const size_t at = static_cast<size_t>(downloaded) * outPlaneBytes;
+        staged.Download(hostOut + at,
+                        dOut.Get() + at,
+                        static_cast<size_t>(planes - downloaded) * outPlaneBytes,
+                        copies.Get(),
+                        stageOut);
+        downloadMs += millisecondsSince(downloadStart);
+        downloaded = planes;
+      }
+    }
     if (aborted)
     {
       drv.cuStreamSynchronize(stream.Get());
+      drv.cuStreamSynchronize(copies.Get());
       ProcessAborted e(__FILE__, __LINE__);
       e.SetLocation(ITK_LOCATION);
       e.SetDescription(std::string("Object ") + caller->GetNameOfClass() + ": AbortGenerateDataOn");
       throw e;
     }
-
-    // Download.
-    char * hostOut = static_cast<char *>(problem.Output) + outPlane * static_cast<size_t>(zLo) * outElem;
-    s.Check(drv.cuEventSynchronize(t3.Get()), "the non-local means kernels");
-    const auto downloadStart = Clock::now();
-    staged.Download(hostOut, dOut.Get(), outBytes);
-    const double downloadMs = millisecondsSince(downloadStart);
-    for (; waited < done.size(); ++waited)
+    for (size_t i = 0; i < launched; ++i)
     {
-      tilesDone += doneTiles[waited];
+      m_Statistics.KernelMilliseconds += ends[i]->Since(*starts[i]);
     }
-    m_Statistics.UploadMilliseconds += t1.Since(t0);
-    m_Statistics.PadMilliseconds += t2.Since(t1);
-    m_Statistics.KernelMilliseconds += t3.Since(t2);
+    for (size_t i = 0; i + 1 < padEvents.size(); i += 2)
+    {
+      m_Statistics.PadMilliseconds += padEvents[i + 1]->Since(*padEvents[i]);
+    }
     m_Statistics.DownloadMilliseconds += downloadMs;
     if (caller)
     {

@@ -30,6 +30,7 @@
 #include "itkVectorImage.h"
 
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -199,6 +200,51 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
   Compare("4D double p3 d2", Image<D4>({ 9, 8, 7, 6 }, 1, 18).GetPointer(), { 3, 2, 0.1, 0.05 });
   Compare("4D 2-channel float p3 d1", Image<VF4>({ 7, 6, 6, 5 }, 2, 19).GetPointer(), { 3, 1, 0.15, 0.1 });
   Compare("4D float p5 d1", Image<F4>({ 10, 9, 8, 7 }, 1, 20).GetPointer(), { 5, 1, 0.2, 0.0 });
+
+  // Uploads in pieces of a few planes (the piece follows the staging chunk, forced small here): the
+  // padding and the first kernel chunks start before the last piece, and output planes come back
+  // while later chunks run. Staged in many chunks per piece, one plane per piece, and two pieces not
+  // staged (the whole transfer smaller than two chunks).
+  SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", "3000");
+  Compare("2D float two unstaged pieces", Image<F2>({ 30, 40 }, 1, 29).GetPointer(), { 3, 4, 0.1, 0.05 });
+  Compare("2D RGB double pieces of 3 rows", Image<VD2>({ 40, 35 }, 3, 30).GetPointer(), { 5, 4, 0.1, 0.02 });
+  Compare(
+    "4D 2-channel float one plane per piece", Image<VF4>({ 7, 6, 6, 5 }, 2, 31).GetPointer(), { 3, 1, 0.15, 0.1 });
+  SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", "64");
+  Compare(
+    "3D float one plane per piece, 56 chunks each", Image<F3>({ 33, 27, 19 }, 1, 32).GetPointer(), { 3, 3, 0.1, 0.1 });
+  Compare("3D double p5 d2 in pieces", Image<D3>({ 24, 21, 30 }, 1, 33).GetPointer(), { 5, 2, 0.1, 0.05 });
+  // A value that is not finite, found by the check fused into the staged upload (first, middle and
+  // last piece) or by the separate pass (not staged): the same exception as the CPU backend's.
+  for (const char * chunk : { "3000", "64", "100000000" })
+  {
+    SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", chunk);
+    for (const itk::IndexValueType z : { 0, 35, 70 })
+    {
+      const auto input = Image<F3>({ 37, 29, 71 }, 1, 34);
+      input->SetPixel({ { 5, 28, z } },
+                      z == 35 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN());
+      std::string messages[2];
+      int         index = 0;
+      for (auto backend : { BackendEnum::CPU, BackendEnum::CUDA })
+      {
+        try
+        {
+          Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, backend);
+          messages[index] = "no exception";
+        }
+        catch (const itk::ExceptionObject & e)
+        {
+          messages[index] = e.GetDescription();
+        }
+        ++index;
+      }
+      Check(messages[0] == messages[1] && messages[1].find("non-finite") != std::string::npos,
+            std::string("non-finite input, staging chunk ") + chunk + ", plane " + std::to_string(z) +
+              ": CUDA says \"" + messages[1] + "\" like the CPU backend");
+    }
+  }
+  SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", nullptr);
 
   // Independence of the tile shape, the slab split and streaming.
   {
