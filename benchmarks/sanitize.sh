@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the CUDA kernels under compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on small
 # inputs that cover every code path: the 3D column kernel (patch size 3 and 5, channels, a forced
-# shape, staged copies), the tiled kernel's warp-row and per-cell first pass, 2D/3D/4D, patch size 1,
+# shape, staged copies, uploads in pieces), the tiled kernel's warp-row and per-cell first pass, 2D/3D/4D, patch size 1,
 # slabs. Usage: [TOOLS="memcheck racecheck"] benchmarks/sanitize.sh PATH/TO/CudaNonLocalMeansDenoise WORKDIR
 set -uo pipefail
 program=$1; work=$2; mkdir -p "$work"
@@ -35,5 +35,8 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1 --max-gpu-memory 0.2
   run $tool "" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1 --sigma 0.02
   run $tool "CUDANONLOCALMEANS_COLUMNS=1,3,2,1 CUDANONLOCALMEANS_STAGING_CHUNK=4096" --input "$work/g3.mha" --patch-size 3 --patch-distance 3 --h 0.1
+  # Uploads in pieces of one plane (4D) or row (2D): padding and kernel chunks start piece by piece.
+  run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256" --input "$work/g4.mha" --patch-size 3 --patch-distance 1 --h 0.1
+  run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
 done
 exit $status
