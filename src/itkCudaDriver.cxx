@@ -130,6 +130,7 @@ LoadDriver()
   Bind(lib, d.cuMemFree, { "cuMemFree_v2" }, missing);
   Bind(lib, d.cuMemAllocHost, { "cuMemAllocHost_v2" }, missing);
   Bind(lib, d.cuMemFreeHost, { "cuMemFreeHost" }, missing);
+  Bind(lib, d.cuMemHostRegister, { "cuMemHostRegister_v2" }, missing);
   Bind(lib, d.cuMemcpyHtoDAsync, { "cuMemcpyHtoDAsync_v2" }, missing);
   Bind(lib, d.cuMemcpyDtoHAsync, { "cuMemcpyDtoHAsync_v2" }, missing);
   Bind(lib, d.cuLaunchKernel, { "cuLaunchKernel" }, missing);

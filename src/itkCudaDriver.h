@@ -92,6 +92,7 @@ struct DriverAPI
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemAllocHost)(void **, size_t) = nullptr;
   CUresult (*cuMemFreeHost)(void *) = nullptr;
+  CUresult (*cuMemHostRegister)(void *, size_t, unsigned int) = nullptr;
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;
   CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction,

@@ -34,8 +34,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #if defined(__linux__)
@@ -53,6 +53,26 @@ using cuda::CUmodule;
 using cuda::CUresult;
 using cuda::CUstream;
 using ElementType = NonLocalMeansBackend::ElementType;
+
+/** Asks Linux to back the pages of [data, data + bytes) that are not yet touched with huge pages
+ * where it can (transparent huge pages in "madvise" mode): the first write to a new output buffer
+ * then faults once per 2 MiB instead of once per 4 KiB. Only a hint; nothing changes elsewhere. */
+void
+AdviseHugePages(void * data, size_t bytes)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t huge = std::uintptr_t{ 2 } << 20;
+  const std::uintptr_t     begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) / huge * huge;
+  const std::uintptr_t     end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / huge * huge;
+  if (end > begin)
+  {
+    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE); // a hint: failure is harmless
+  }
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
 
 /** Parameter blocks of the kernels; the layout matches itkNonLocalMeansKernels.cu. */
 struct NlmFastParams
@@ -257,23 +277,34 @@ public:
   /** Bytes of one page-locked staging buffer. */
   static constexpr size_t StagingBytes = size_t{ 16 } << 20;
 
-  /** A page-locked staging buffer of StagingBytes from the process-wide pool, or (with `allocate`)
-   * a new one when none is free (about 0.5 ms per MiB); nullptr when none can be had. Call with
-   * the context current. */
-  void *
-  AcquireStaging(bool allocate = true)
+  /** `count` page-locked staging buffers of StagingBytes from the process-wide pool. When the pool
+   * lacks them, a block of `count` more is page-locked first: memory asked for huge pages, touched by
+   * the threader's work units and registered with the driver, which costs a few milliseconds where
+   * cuMemAllocHost takes about 0.5 ms per MiB (it remains the fallback). Returns false, and no
+   * buffer, when no page-locked memory can be had. Call with the context current. */
+  bool
+  AcquireStaging(void ** buffers, int count, MultiThreaderBase * threader, unsigned int workUnits)
   {
+    for (int attempt = 0; attempt < 2; ++attempt)
     {
-      const std::lock_guard<std::mutex> lock(stagingMutex);
-      if (!freeStaging.empty())
       {
-        void * b = freeStaging.back();
-        freeStaging.pop_back();
-        return b;
+        const std::lock_guard<std::mutex> lock(stagingMutex);
+        if (freeStaging.size() >= static_cast<size_t>(count))
+        {
+          for (int b = 0; b < count; ++b)
+          {
+            buffers[b] = freeStaging.back();
+            freeStaging.pop_back();
+          }
+          return true;
+        }
+      }
+      if (attempt == 0 && !AddStagingBlock(count, threader, workUnits))
+      {
+        return false;
       }
     }
-    void * b = nullptr;
-    return allocate && driver->cuMemAllocHost(&b, StagingBytes) == cuda::CUDA_SUCCESS ? b : nullptr;
+    return false;
   }
 
   void
@@ -284,6 +315,47 @@ public:
   }
 
 private:
+  /** Adds `count` page-locked staging buffers to the pool (kept for the life of the process). */
+  bool
+  AddStagingBlock(int count, MultiThreaderBase * threader, unsigned int workUnits)
+  {
+    constexpr size_t    huge = size_t{ 2 } << 20;
+    const size_t        bytes = static_cast<size_t>(count) * StagingBytes;
+    std::vector<void *> added;
+    char *              block = static_cast<char *>(::operator new(bytes, std::align_val_t{ huge }, std::nothrow));
+    if (block != nullptr)
+    {
+      AdviseHugePages(block, bytes);
+      constexpr size_t piece = size_t{ 1 } << 20;
+      nlm::ParallelFor(threader, workUnits, static_cast<std::int64_t>(bytes / piece), [&](std::int64_t i) {
+        std::memset(block + static_cast<size_t>(i) * piece, 0, piece);
+      });
+      if (driver->cuMemHostRegister(block, bytes, 0) == cuda::CUDA_SUCCESS)
+      {
+        for (int b = 0; b < count; ++b)
+        {
+          added.push_back(block + static_cast<size_t>(b) * StagingBytes);
+        }
+      }
+      else
+      {
+        ::operator delete(block, std::align_val_t{ huge });
+      }
+    }
+    for (int b = static_cast<int>(added.size()); b < count; ++b)
+    {
+      void * buffer = nullptr;
+      if (driver->cuMemAllocHost(&buffer, StagingBytes) != cuda::CUDA_SUCCESS)
+      {
+        break;
+      }
+      added.push_back(buffer);
+    }
+    const std::lock_guard<std::mutex> lock(stagingMutex);
+    freeStaging.insert(freeStaging.end(), added.begin(), added.end());
+    return static_cast<int>(added.size()) == count;
+  }
+
   std::mutex                          moduleMutex;
   std::map<std::string, LoadedModule> modules;
   std::mutex                          stagingMutex;
@@ -431,15 +503,13 @@ public:
   }
   ~StagedCopies()
   {
-    if (m_Helper.joinable())
+    if (m_Buffers[0] != nullptr)
     {
-      m_Helper.join();
-    }
-    Collect();
-    for (int b = 0; b < m_Count; ++b)
-    {
-      m_State.driver->cuEventSynchronize(m_Events[b]->Get());
-      m_State.ReleaseStaging(m_Buffers[b]);
+      for (int b = 0; b < Buffers; ++b)
+      {
+        m_State.driver->cuEventSynchronize(m_Events[b]->Get());
+        m_State.ReleaseStaging(m_Buffers[b]);
+      }
     }
   }
   ITK_DISALLOW_COPY_AND_MOVE(StagedCopies);
@@ -451,11 +521,8 @@ public:
     return m_Chunk;
   }
 
-  /** Whether a transfer of `bytes` in all goes through the staging buffers; takes them at the first
-   * such transfer. Buffers come from the process-wide pool; those it lacks are allocated, the first
-   * at once and the others by a helper thread while the first copies go through the buffers at
-   * hand (page-locking costs about 0.5 ms per MiB: this hides most of it in a process's first
-   * Update). */
+  /** Whether a transfer of `bytes` in all goes through the staging buffers; takes them from the
+   * pool at the first such transfer (all or none). */
   bool
   Staged(size_t bytes)
   {
@@ -463,45 +530,10 @@ public:
     {
       return false;
     }
-    if (m_Count == 0)
+    if (m_Buffers[0] == nullptr && !m_State.AcquireStaging(m_Buffers.data(), Buffers, m_Threader, m_WorkUnits))
     {
-      m_Buffers[0] = m_State.AcquireStaging();
-      if (m_Buffers[0] == nullptr)
-      {
-        m_Unavailable = true;
-        return false;
-      }
-      for (m_Count = 1; m_Count < Buffers; ++m_Count)
-      {
-        m_Buffers[m_Count] = m_State.AcquireStaging(false);
-        if (m_Buffers[m_Count] == nullptr)
-        {
-          break;
-        }
-      }
-      if (m_Count < Buffers)
-      {
-        m_Helper = std::thread([this, wanted = Buffers - m_Count]() {
-          try
-          {
-            ScopedContext scope(m_State);
-            for (int i = 0; i < wanted; ++i)
-            {
-              void * b = m_State.AcquireStaging();
-              if (b == nullptr)
-              {
-                break;
-              }
-              const std::lock_guard<std::mutex> lock(m_ArrivedMutex);
-              m_Arrived.push_back(b);
-            }
-          }
-          catch (...)
-          {
-            // No context in this thread: the copies go on with the buffers at hand.
-          }
-        });
-      }
+      m_Unavailable = true;
+      return false;
     }
     return true;
   }
@@ -547,12 +579,7 @@ public:
       m_State.Check(drv.cuStreamSynchronize(stream), "the non-local means kernels");
       return;
     }
-    if (m_Count < Buffers)
-    {
-      Collect();
-    }
-    // Up to `depth` chunks in flight (the buffers in the ring now; more may join while this runs).
-    const size_t             depth = static_cast<size_t>(m_Count);
+    constexpr size_t         depth = Buffers; // chunks in flight
     const size_t             chunks = (bytes + m_Chunk - 1) / m_Chunk;
     std::array<int, Buffers> slot{};
     auto                     enqueue = [&](size_t i) {
@@ -580,28 +607,12 @@ public:
   }
 
 private:
-  /** Adds the buffers that the helper thread has allocated so far to the ring. */
-  void
-  Collect()
-  {
-    const std::lock_guard<std::mutex> lock(m_ArrivedMutex);
-    for (void * b : m_Arrived)
-    {
-      m_Buffers[m_Count++] = b;
-    }
-    m_Arrived.clear();
-  }
-
   /** The next buffer in turn, once its previous copy has completed. */
   int
   Take()
   {
-    if (m_Count < Buffers)
-    {
-      Collect();
-    }
-    const int b = m_Next % m_Count;
-    m_Next = b + 1;
+    const int b = m_Next;
+    m_Next = (m_Next + 1) % Buffers;
     m_State.Check(m_State.driver->cuEventSynchronize(m_Events[b]->Get()), "a copy between host and GPU");
     return b;
   }
@@ -635,33 +646,9 @@ private:
   size_t                                      m_Chunk{ DeviceState::StagingBytes };
   bool                                        m_Unavailable{ false }; // no page-locked memory to be had
   int                                         m_Next{ 0 };
-  int                                         m_Count{ 0 }; // buffers in the ring
   std::array<void *, Buffers>                 m_Buffers{};
   std::array<std::unique_ptr<Event>, Buffers> m_Events;
-  std::thread                                 m_Helper; // allocates the buffers the pool lacked
-  std::mutex                                  m_ArrivedMutex;
-  std::vector<void *>                         m_Arrived; // allocated by the helper, not yet in the ring
 };
-
-/** Asks Linux to back the pages of [data, data + bytes) that are not yet touched with huge pages
- * where it can (transparent huge pages in "madvise" mode): the first write to a new output buffer
- * then faults once per 2 MiB instead of once per 4 KiB. Only a hint; nothing changes elsewhere. */
-void
-AdviseHugePages(void * data, size_t bytes)
-{
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t huge = std::uintptr_t{ 2 } << 20;
-  const std::uintptr_t     begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) / huge * huge;
-  const std::uintptr_t     end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / huge * huge;
-  if (end > begin)
-  {
-    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE); // a hint: failure is harmless
-  }
-#else
-  (void)data;
-  (void)bytes;
-#endif
-}
 
 size_t
 ElementSize(ElementType t)
