@@ -36,7 +36,9 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1 --sigma 0.02
   run $tool "CUDANONLOCALMEANS_COLUMNS=1,3,2,1 CUDANONLOCALMEANS_STAGING_CHUNK=4096" --input "$work/g3.mha" --patch-size 3 --patch-distance 3 --h 0.1
   # Uploads in pieces of one plane (4D) or row (2D): padding and kernel chunks start piece by piece.
-  run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256" --input "$work/g4.mha" --patch-size 3 --patch-distance 1 --h 0.1
-  run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
+  # Launches of a few tiles: kernel chunks start as their planes are padded, downloads as they end.
+  run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256 CUDANONLOCALMEANS_CHUNK_TILES=2" --input "$work/g4.mha" --patch-size 3 --patch-distance 1 --h 0.1
+  run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256 CUDANONLOCALMEANS_CHUNK_TILES=1" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
+  run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=1024 CUDANONLOCALMEANS_CHUNK_TILES=3" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
 done
 exit $status

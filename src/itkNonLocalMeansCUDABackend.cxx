@@ -29,12 +29,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <sstream>
 #include <vector>
 
@@ -278,32 +278,33 @@ public:
   static constexpr size_t StagingBytes = size_t{ 16 } << 20;
 
   /** `count` page-locked staging buffers of StagingBytes from the process-wide pool. When the pool
-   * lacks them, a block of `count` more is page-locked first: memory asked for huge pages, touched by
-   * the threader's work units and registered with the driver, which costs a few milliseconds where
-   * cuMemAllocHost takes about 0.5 ms per MiB (it remains the fallback). Returns false, and no
-   * buffer, when no page-locked memory can be had. Call with the context current. */
+   * lacks them, `count` new ones are page-locked for the caller: one block asked for huge pages,
+   * touched by the threader's work units and registered with the driver, which costs a few
+   * milliseconds where cuMemAllocHost takes about 0.5 ms per MiB (it remains the fallback). Returns
+   * false, and no buffer, when not all can be had. Call with the context current. */
   bool
   AcquireStaging(void ** buffers, int count, MultiThreaderBase * threader, unsigned int workUnits)
   {
-    for (int attempt = 0; attempt < 2; ++attempt)
     {
+      const std::lock_guard<std::mutex> lock(stagingMutex);
+      if (freeStaging.size() >= static_cast<size_t>(count))
       {
-        const std::lock_guard<std::mutex> lock(stagingMutex);
-        if (freeStaging.size() >= static_cast<size_t>(count))
+        for (int b = 0; b < count; ++b)
         {
-          for (int b = 0; b < count; ++b)
-          {
-            buffers[b] = freeStaging.back();
-            freeStaging.pop_back();
-          }
-          return true;
+          buffers[b] = freeStaging.back();
+          freeStaging.pop_back();
         }
-      }
-      if (attempt == 0 && !AddStagingBlock(count, threader, workUnits))
-      {
-        return false;
+        return true;
       }
     }
+    const std::vector<void *> added = NewStagingBuffers(count, threader, workUnits);
+    if (static_cast<int>(added.size()) == count)
+    {
+      std::copy(added.begin(), added.end(), buffers);
+      return true;
+    }
+    const std::lock_guard<std::mutex> lock(stagingMutex);
+    freeStaging.insert(freeStaging.end(), added.begin(), added.end());
     return false;
   }
 
@@ -315,16 +316,17 @@ public:
   }
 
 private:
-  /** Adds `count` page-locked staging buffers to the pool (kept for the life of the process). */
-  bool
-  AddStagingBlock(int count, MultiThreaderBase * threader, unsigned int workUnits)
+  /** Up to `count` new page-locked staging buffers (kept for the life of the process). */
+  std::vector<void *>
+  NewStagingBuffers(int count, MultiThreaderBase * threader, unsigned int workUnits)
   {
     constexpr size_t    huge = size_t{ 2 } << 20;
     const size_t        bytes = static_cast<size_t>(count) * StagingBytes;
     std::vector<void *> added;
-    char *              block = static_cast<char *>(::operator new(bytes, std::align_val_t{ huge }, std::nothrow));
-    if (block != nullptr)
+    void *              raw = std::malloc(bytes + huge); // kept for the life of the process once registered
+    if (raw != nullptr)
     {
+      char * block = reinterpret_cast<char *>((reinterpret_cast<std::uintptr_t>(raw) + huge - 1) / huge * huge);
       AdviseHugePages(block, bytes);
       constexpr size_t piece = size_t{ 1 } << 20;
       nlm::ParallelFor(threader, workUnits, static_cast<std::int64_t>(bytes / piece), [&](std::int64_t i) {
@@ -339,7 +341,7 @@ private:
       }
       else
       {
-        ::operator delete(block, std::align_val_t{ huge });
+        std::free(raw);
       }
     }
     for (int b = static_cast<int>(added.size()); b < count; ++b)
@@ -351,9 +353,7 @@ private:
       }
       added.push_back(buffer);
     }
-    const std::lock_guard<std::mutex> lock(stagingMutex);
-    freeStaging.insert(freeStaging.end(), added.begin(), added.end());
-    return static_cast<int>(added.size()) == count;
+    return added;
   }
 
   std::mutex                          moduleMutex;
@@ -440,6 +440,30 @@ public:
 private:
   const DeviceState & m_State;
   CUstream            m_Stream{ nullptr };
+};
+
+/** Waits, on destruction, until the given streams have no work left (errors ignored): declared
+ * after device buffers, it keeps them alive until nothing in flight uses them, also when an
+ * exception unwinds the scope. */
+class StreamsDrained
+{
+public:
+  StreamsDrained(const DeviceState & s, std::initializer_list<CUstream> streams)
+    : m_State(s)
+    , m_Streams(streams)
+  {}
+  ~StreamsDrained()
+  {
+    for (CUstream stream : m_Streams)
+    {
+      m_State.driver->cuStreamSynchronize(stream);
+    }
+  }
+  ITK_DISALLOW_COPY_AND_MOVE(StreamsDrained);
+
+private:
+  const DeviceState &   m_State;
+  std::vector<CUstream> m_Streams;
 };
 
 class Event
@@ -1136,10 +1160,9 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     }
     const size_t outBytes = outPlane * static_cast<size_t>(zHi - zLo) * outElem;
 
-    const auto   allocationStart = Clock::now();
-    DeviceBuffer dIn(s, inBytes), dPad(s, padCells * realElem), dOut(s, outBytes);
-    const bool   stageIn = staged.Staged(inBytes);
-    const bool   stageOut = staged.Staged(outBytes);
+    const auto allocationStart = Clock::now();
+    const bool stageIn = staged.Staged(inBytes);
+    const bool stageOut = staged.Staged(outBytes);
     m_Statistics.AllocationMilliseconds += millisecondsSince(allocationStart);
     const bool fuseCheck = !checked && slabs == 1 && stageIn && pLo == inStart[A] && pHi == inStart[A] + inSize[A];
     if (!checked && !fuseCheck)
@@ -1147,6 +1170,11 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
       checkInput();
     }
     std::atomic<bool> nonFinite{ false };
+    const auto        deviceAllocationStart = Clock::now();
+    DeviceBuffer      dIn(s, inBytes), dPad(s, padCells * realElem), dOut(s, outBytes);
+    m_Statistics.AllocationMilliseconds += millisecondsSince(deviceAllocationStart);
+    // Whatever ends this slab (also an exception), nothing may still use its buffers when they go.
+    const StreamsDrained drained(s, { stream.Get(), copies.Get() });
 
     // Reflect padding.
     NlmPadParams pp{};
@@ -1222,7 +1250,12 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     std::vector<KernelChunk> chunks;
     {
       const long long wave = static_cast<long long>(s.multiprocessors) * module.blocksPerSM;
-      const long long chunk = std::max<long long>(4 * wave, (tilesTotalAll + 39) / 40);
+      long long       chunk = std::max<long long>(4 * wave, (tilesTotalAll + 39) / 40);
+      // CUDANONLOCALMEANS_CHUNK_TILES sets the tiles per launch, for tests (many chunks on small images).
+      if (const char * env = std::getenv("CUDANONLOCALMEANS_CHUNK_TILES"))
+      {
+        chunk = std::max(1LL, std::atoll(env));
+      }
       for (long long first = 0; first < tiles; first += chunk)
       {
         const long long count = std::min(chunk, tiles - first);
@@ -1239,7 +1272,8 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     size_t                              launched = 0, finished = 0;
     bool                                aborted = false;
     auto                                launchReady = [&]() {
-      while (launched < chunks.size() && launched - finished < queueDepth && chunks[launched].needs <= padded)
+      while (!aborted && launched < chunks.size() && launched - finished < queueDepth &&
+             chunks[launched].needs <= padded)
       {
         fp.tileOffset = chunks[launched].first;
         void * args[] = { &yPtr, &oPtr, &fp };
@@ -1329,8 +1363,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
       checked = true;
       if (nonFinite)
       {
-        drv.cuStreamSynchronize(stream.Get());
-        checkInput(); // throws, naming the first value that is not finite
+        checkInput(); // throws, naming the first value that is not finite (before any download)
       }
     }
     if (!aborted && padded < padSize[A])
@@ -1344,7 +1377,11 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
     const size_t outPlaneBytes = outPlane * outElem;
     long long    downloaded = 0;
     double       downloadMs = 0.0;
-    AdviseHugePages(hostOut, static_cast<size_t>(zHi - zLo) * outPlaneBytes);
+    if (static_cast<size_t>(zHi - zLo) * outPlaneBytes >= (size_t{ 64 } << 20))
+    {
+      // Only for buffers this large, which the C library maps on their own (the hint goes with them).
+      AdviseHugePages(hostOut, static_cast<size_t>(zHi - zLo) * outPlaneBytes);
+    }
     while (finished < chunks.size() && !aborted)
     {
       launchReady();

@@ -202,14 +202,32 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
   Compare("4D float p5 d1", Image<F4>({ 10, 9, 8, 7 }, 1, 20).GetPointer(), { 5, 1, 0.2, 0.0 });
 
   // Uploads in pieces of a few planes (the piece follows the staging chunk, forced small here): the
-  // padding and the first kernel chunks start before the last piece, and output planes come back
-  // while later chunks run. Staged in many chunks per piece, one plane per piece, and two pieces not
-  // staged (the whole transfer smaller than two chunks).
+  // padding starts piece by piece. Staged in many chunks per piece, one plane per piece, and two
+  // pieces not staged (the whole transfer smaller than two chunks).
   SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", "3000");
   Compare("2D float two unstaged pieces", Image<F2>({ 30, 40 }, 1, 29).GetPointer(), { 3, 4, 0.1, 0.05 });
   Compare("2D RGB double pieces of 3 rows", Image<VD2>({ 40, 35 }, 3, 30).GetPointer(), { 5, 4, 0.1, 0.02 });
   Compare(
     "4D 2-channel float one plane per piece", Image<VF4>({ 7, 6, 6, 5 }, 2, 31).GetPointer(), { 3, 1, 0.15, 0.1 });
+  // Kernel launches of a few tiles each (forced): the later chunks wait for later pieces, and the
+  // output planes of the first chunks are downloaded while the others run.
+  SetEnv("CUDANONLOCALMEANS_CHUNK_TILES", "3");
+  Compare(
+    "2D float chunks of 3 tiles, pieces of 24 rows", Image<F2>({ 30, 90 }, 1, 35).GetPointer(), { 3, 4, 0.1, 0.05 });
+  Compare("4D float chunks of 3 tiles, one plane per piece",
+          Image<F4>({ 10, 9, 8, 7 }, 1, 36).GetPointer(),
+          { 5, 1, 0.2, 0.0 });
+  Compare("3D float column kernel, chunks of 3 tiles, one plane per piece",
+          Image<F3>({ 37, 29, 71 }, 1, 37).GetPointer(),
+          { 3, 3, 0.1, 0.05 });
+  SetEnv("CUDANONLOCALMEANS_COLUMNS", "0");
+  Compare("3D float tiled kernel, chunks of 3 tiles, one plane per piece",
+          Image<F3>({ 37, 29, 71 }, 1, 37).GetPointer(),
+          { 3, 3, 0.1, 0.05 });
+  SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+  SetEnv("CUDANONLOCALMEANS_CHUNK_TILES", "1");
+  Compare("3D double p5 d2 chunks of one tile", Image<D3>({ 24, 21, 30 }, 1, 38).GetPointer(), { 5, 2, 0.1, 0.05 });
+  SetEnv("CUDANONLOCALMEANS_CHUNK_TILES", nullptr);
   SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", "64");
   Compare(
     "3D float one plane per piece, 56 chunks each", Image<F3>({ 33, 27, 19 }, 1, 32).GetPointer(), { 3, 3, 0.1, 0.1 });
