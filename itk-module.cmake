@@ -5,6 +5,7 @@ itk_module(CudaNonLocalMeans
     ITKTestKernel
     ITKMetaIO
     ITKIOMeta
+    ITKIOPNG
   EXCLUDE_FROM_DEFAULT
   ENABLE_SHARED
   DESCRIPTION

@@ -25,6 +25,7 @@
 // components per pixel (RGB, vectors) are processed with the components as channels.
 
 #include "itkCudaNonLocalMeansImageFilter.h"
+#include "itkDefaultConvertPixelTraits.h"
 #include "itkImage.h"
 #include "itkImageFileReader.h"
 #include "itkImageFileWriter.h"
@@ -32,12 +33,15 @@
 #include "itkImageRegionIterator.h"
 #include "itkVectorImage.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace
 {
@@ -45,6 +49,7 @@ struct Options
 {
   std::string input;
   std::string output{ "CudaNonLocalMeansDenoised.mha" };
+  std::string preview;
   int         patchSize{ -1 };
   int         patchDistance{ -1 };
   double      h{ -1.0 };
@@ -65,6 +70,8 @@ PrintUsage(const char * name)
             << "  --input FILE           image to denoise (any ITK-readable format); without it a noisy\n"
             << "                         3D phantom is generated\n"
             << "  --output FILE          where to write the result (default CudaNonLocalMeansDenoised.mha)\n"
+            << "  --preview FILE.png     also write the middle slice of the input and of the output side by\n"
+            << "                         side (first component, one grey window for both)\n"
             << "  --patch-size N         scikit-image patch_size (default 7; 3 for the phantom)\n"
             << "  --patch-distance N     scikit-image patch_distance (default 11; 3 for the phantom)\n"
             << "  --h X                  scikit-image h (default 0.1; 0.08 for the phantom)\n"
@@ -100,6 +107,8 @@ ParseArguments(int argc, char * argv[], Options & o)
       o.input = value("--input");
     else if (arg == "--output")
       o.output = value("--output");
+    else if (arg == "--preview")
+      o.preview = value("--preview");
     else if (arg == "--patch-size")
       o.patchSize = std::stoi(value("--patch-size"));
     else if (arg == "--patch-distance")
@@ -130,6 +139,87 @@ ParseArguments(int argc, char * argv[], Options & o)
     }
   }
   return true;
+}
+
+bool
+EndsWithPng(const std::string & fileName)
+{
+  std::string tail = fileName.substr(fileName.size() < 4 ? 0 : fileName.size() - 4);
+  std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
+  return tail == ".png";
+}
+
+/** The middle slice of an image's first component: axes 0 and 1 (x across, y down), every other axis
+ * at its middle index. Values in row-major order. */
+template <typename TImage>
+std::vector<double>
+MiddleSlice(const TImage * image, itk::SizeValueType & width, itk::SizeValueType & height)
+{
+  const auto region = image->GetLargestPossibleRegion();
+  width = region.GetSize(0);
+  height = region.GetSize(1);
+  auto index = region.GetIndex();
+  for (unsigned int a = 2; a < TImage::ImageDimension; ++a)
+  {
+    index[a] += static_cast<itk::IndexValueType>(region.GetSize(a) / 2);
+  }
+  std::vector<double> values;
+  values.reserve(width * height);
+  for (itk::SizeValueType y = 0; y < height; ++y)
+  {
+    for (itk::SizeValueType x = 0; x < width; ++x)
+    {
+      auto at = index;
+      at[0] += static_cast<itk::IndexValueType>(x);
+      at[1] += static_cast<itk::IndexValueType>(y);
+      using Traits = itk::DefaultConvertPixelTraits<typename TImage::PixelType>;
+      values.push_back(static_cast<double>(Traits::GetNthComponent(0, image->GetPixel(at))));
+    }
+  }
+  return values;
+}
+
+/** Writes the middle slices of the input (left) and of the output (right) side by side as an 8-bit
+ * PNG. Both halves share one grey window, the 0.5th to 99.5th percentile of the input slice, and are
+ * enlarged by whole pixels (nearest neighbour) to be at least 256 pixels high. */
+template <typename TImage>
+void
+WritePreview(const TImage * input, const TImage * output, const std::string & fileName)
+{
+  itk::SizeValueType  width = 0, height = 0;
+  std::vector<double> left = MiddleSlice(input, width, height);
+  std::vector<double> right = MiddleSlice(output, width, height);
+  std::vector<double> sorted = left;
+  std::sort(sorted.begin(), sorted.end());
+  const double low = sorted[static_cast<std::size_t>(0.005 * static_cast<double>(sorted.size() - 1))];
+  double       high = sorted[static_cast<std::size_t>(0.995 * static_cast<double>(sorted.size() - 1))];
+  high = (high > low) ? high : low + 1.0;
+  auto grey = [low, high](double v) {
+    return static_cast<unsigned char>(std::lround(255.0 * std::min(1.0, std::max(0.0, (v - low) / (high - low)))));
+  };
+
+  const itk::SizeValueType scale = std::max<itk::SizeValueType>(1, (256 + height - 1) / height);
+  const itk::SizeValueType gap = 2;
+  using PreviewType = itk::Image<unsigned char, 2>;
+  auto                  picture = PreviewType::New();
+  PreviewType::SizeType size = { { (2 * width + gap) * scale, height * scale } };
+  picture->SetRegions(PreviewType::RegionType(size));
+  picture->Allocate();
+  picture->FillBuffer(0);
+  for (itk::SizeValueType y = 0; y < size[1]; ++y)
+  {
+    for (itk::SizeValueType x = 0; x < width * scale; ++x)
+    {
+      const auto source = (y / scale) * width + x / scale;
+      picture->SetPixel({ { static_cast<itk::IndexValueType>(x), static_cast<itk::IndexValueType>(y) } },
+                        grey(left[source]));
+      picture->SetPixel(
+        { { static_cast<itk::IndexValueType>(x + (width + gap) * scale), static_cast<itk::IndexValueType>(y) } },
+        grey(right[source]));
+    }
+  }
+  itk::WriteImage(picture, fileName);
+  std::cout << "Wrote " << fileName << " (middle slice, input left, output right)\n";
 }
 
 template <typename TImage>
@@ -205,6 +295,10 @@ Denoise(const typename TImage::Pointer & image, const Options & o)
   writer->SetFileName(o.output);
   writer->Update();
   std::cout << "Wrote " << o.output << "\n";
+  if (!o.preview.empty())
+  {
+    WritePreview<TImage>(image, filter->GetOutput(), o.preview);
+  }
   return filter->GetOutput();
 }
 
@@ -301,6 +395,11 @@ CudaNonLocalMeansDenoise(int argc, char * argv[])
   {
     if (!ParseArguments(argc, argv, o))
     {
+      return EXIT_FAILURE;
+    }
+    if (!o.preview.empty() && !EndsWithPng(o.preview))
+    {
+      std::cerr << "Error: --preview writes a PNG picture; give a file name ending in .png, not " << o.preview << "\n";
       return EXIT_FAILURE;
     }
     if (o.input.empty())
