@@ -51,7 +51,8 @@ if(CudaNonLocalMeans_SKIMAGE_PYTHON)
   endif()
 endif()
 
-# The Python wrapping built by scripts/build-python-wrapping.sh (against a wrapped ITK build tree):
-# the PYTHONPATH under which `import itk` finds this module, and the module's Python package.
-set(CudaNonLocalMeans_PYTHON_WRAPPING_PATH "" CACHE STRING
-  "PYTHONPATH of a wrapped build of this module (adds the Python tests)")
+# The Python wheel built by scripts/build-wheel.sh, and a fresh virtual environment that has it
+# installed next to PyPI's itk-core (scripts/make-wheel-venv.sh): they add the Python tests.
+set(CudaNonLocalMeans_WHEEL "" CACHE FILEPATH "The module's wheel (adds the wheel check)")
+set(CudaNonLocalMeans_WHEEL_PYTHON "" CACHE FILEPATH
+  "Python of a virtual environment with PyPI's itk-core and the module's wheel (adds the Python tests)")

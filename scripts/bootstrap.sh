@@ -2,7 +2,7 @@
 # Installs what building and testing ITKCudaNonLocalMeans needs on Debian 12 (bookworm):
 #  - Debian packages: a C++ toolchain, CMake, Ninja, ITK 5.2.1 (libinsighttoolkit5-dev);
 #  - a Python virtual environment with scikit-image 0.26.0 (the numerical oracle of the tests),
-#    pytest, scikit-build-core and build (the wheel check), and NVRTC 12 from pip (to check that the
+#    auditwheel (the wheel check), and NVRTC 12 from pip (to check that the
 #    kernels compile for sm_61, which CUDA 13 dropped), kept outside the repository and reused: ${NLM_VENV:-$HOME/.cache/itk-cudanonlocalmeans/venv}.
 # Prints the virtual environment's python on its last line. Safe to run again.
 set -euo pipefail
@@ -24,15 +24,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 venv="${NLM_VENV:-$HOME/.cache/itk-cudanonlocalmeans/venv}"
-check='import skimage, sys, pytest, build, scikit_build_core, nvidia.cuda_nvrtc; sys.exit(skimage.__version__ != "0.26.0")'
+check='import skimage, sys, auditwheel, nvidia.cuda_nvrtc; sys.exit(skimage.__version__ != "0.26.0")'
 if ! "$venv/bin/python" -c "$check" 2>/dev/null; then
-  echo "bootstrap: making $venv with scikit-image 0.26.0, pytest, scikit-build-core and NVRTC 12" >&2
+  echo "bootstrap: making $venv with scikit-image 0.26.0, auditwheel and NVRTC 12" >&2
   if ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
     rm -rf "$venv"
     mkdir -p "$(dirname "$venv")"
     python3 -m venv "$venv"
   fi
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "scikit-image==0.26.0" pytest \
-    "scikit-build-core==1.1.2" "build==1.6.1" "nvidia-cuda-nvrtc-cu12==12.9.86" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "scikit-image==0.26.0" \
+    "auditwheel==6.8.2" "nvidia-cuda-nvrtc-cu12==12.9.86" >&2
 fi
 echo "$venv/bin/python"

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# The test suite: installs what is needed, builds (also the Python wrapping, against a wrapped ITK
-# that scripts/build-python-wrapping.sh builds once into a cache, about 20 minutes the first time;
-# NLM_PYTHON_WRAPPING=0 leaves Python out), and runs every test with CTest. Tests labelled GPU are
-# skipped (exit code 77) on machines without a usable NVIDIA GPU. Extra arguments go to ctest.
-# Ends with the scikit-image cross-check's accuracy table.
+# The test suite: installs what is needed, builds the C++ module and its tests against Debian's ITK,
+# builds the Python wheel against an ITK 5.4.7 tree configured like PyPI's (scripts/build-wheel.sh;
+# the tree is cached, about 6 minutes the first time), installs it into a fresh virtual environment
+# next to PyPI's itk-core 5.4.7 (scripts/make-wheel-venv.sh), and runs every test with CTest.
+# NLM_PYTHON_WRAPPING=0 leaves Python out. Tests labelled GPU are skipped (exit code 77) on
+# machines without a usable NVIDIA GPU. Extra arguments go to ctest. Ends with the scikit-image
+# cross-check's accuracy table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-wrapping=""
-if [ "${NLM_PYTHON_WRAPPING:-1}" != 0 ]; then
-  wrapping=$(scripts/build-python-wrapping.sh | tail -n 1)
-fi
-scripts/build.sh -DCudaNonLocalMeans_PYTHON_WRAPPING_PATH="$wrapping"
 build="${NLM_BUILD_DIR:-build}"
+python_options=()
+if [ "${NLM_PYTHON_WRAPPING:-1}" != 0 ]; then
+  wheel=$(scripts/build-wheel.sh | tail -n 1)
+  wheel_python=$(scripts/make-wheel-venv.sh "$wheel" "$build/wheel-venv" | tail -n 1)
+  python_options=(-DCudaNonLocalMeans_WHEEL="$wheel" -DCudaNonLocalMeans_WHEEL_PYTHON="$wheel_python")
+fi
+scripts/build.sh "${python_options[@]}"
 status=0
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" "$@") || status=$?
 report="$build/Testing/Temporary/skimage_cross_check/report.txt"

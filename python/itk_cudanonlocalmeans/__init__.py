@@ -17,12 +17,19 @@ or NaN). A negative ``h`` or ``sigma`` is used by its absolute value, as scikit-
 
 import ctypes
 import glob
+import importlib.metadata
 import operator
 import os
 
 import numpy as np
 
-__all__ = ["denoise_nl_means", "BACKENDS"]
+__all__ = ["denoise_nl_means", "BACKENDS", "__version__"]
+
+try:
+    #: The module's version (stated once, in CMakeLists.txt; the wheel's metadata carries it).
+    __version__ = importlib.metadata.version("itk-cudanonlocalmeans")
+except importlib.metadata.PackageNotFoundError:  # imported from a source tree
+    __version__ = "unknown"
 
 _NVRTC_VARIABLE = "CUDANONLOCALMEANS_NVRTC_LIBRARY"
 

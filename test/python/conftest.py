@@ -1,14 +1,39 @@
-"""Shared helpers of the Python tests (run by CTest against a wrapped build; see
-scripts/build-python-wrapping.sh)."""
+"""Shared helpers of the Python tests, which run against the installed wheel in a fresh virtual
+environment with PyPI's itk-core (scripts/make-wheel-venv.sh). NLM_TEST_BACKEND (cpu, the default,
+or cuda) chooses the backend the tests compute with."""
 
 import os
 import sys
 
 import numpy as np
-import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 from nlm_mha import ulp_distance  # noqa: E402  (shared with the scikit-image cross-check)
+
+#: The backend the tests compute with: 'cpu' or 'cuda'.
+BACKEND = os.environ.get("NLM_TEST_BACKEND", "cpu")
+if BACKEND not in ("cpu", "cuda"):
+    raise ValueError(f"NLM_TEST_BACKEND must be cpu or cuda, not {BACKEND!r}")
+
+
+def backend_enum():
+    """The filter's Backend value for BACKEND."""
+    import itk
+
+    enums = itk.CudaNonLocalMeansImageFilterEnums
+    return {"cpu": enums.Backend_CPU, "cuda": enums.Backend_CUDA}[BACKEND]
+
+
+def pytest_report_header(config):
+    """Which itk the tests import, so that every log names it."""
+    import importlib.metadata as metadata
+
+    import itk
+
+    lines = [f"itk {itk.Version.GetITKVersion()} from {os.path.dirname(itk.__file__)} "
+             f"(itk-core {metadata.version('itk-core')}, itk-cudanonlocalmeans {metadata.version('itk-cudanonlocalmeans')})",
+             f"backend {BACKEND}"]
+    return lines
 
 
 def smooth_noisy(shape, channels=1, dtype=np.float32, seed=0):
@@ -19,11 +44,6 @@ def smooth_noisy(shape, channels=1, dtype=np.float32, seed=0):
               for k in range(channels)]
     image = np.stack(layers, axis=-1) if channels > 1 else layers[0]
     return image.astype(dtype)
-
-
-@pytest.fixture
-def make_image():
-    return smooth_noisy
 
 
 def max_ulp_distance(a, b):

@@ -5,7 +5,7 @@ import itk
 import numpy as np
 import pytest
 
-from conftest import smooth_noisy
+from conftest import BACKEND, backend_enum, smooth_noisy
 
 Enums = itk.CudaNonLocalMeansImageFilterEnums
 
@@ -47,10 +47,10 @@ def test_object_api_runs_and_keeps_metadata():
     f.SetInput(image)
     f.SetPatchSize(3)
     f.SetPatchDistance(2)
-    f.SetBackend(Enums.Backend_CPU)
+    f.SetBackend(backend_enum())
     f.Update()
     out = f.GetOutput()
-    assert f.GetBackendUsed() == "CPU"
+    assert f.GetBackendUsed() == BACKEND.upper()
     assert tuple(out.GetSpacing()) == (0.5, 1.5, 2.0)
     assert tuple(out.GetOrigin()) == (-1.0, 2.0, 3.0)
     assert np.array_equal(itk.array_from_matrix(out.GetDirection()), direction)
@@ -62,21 +62,41 @@ def test_object_api_runs_and_keeps_metadata():
 def test_functional_api_matches_object_api():
     image = itk.image_from_array(smooth_noisy((20, 24), dtype=np.float64, seed=3))
     functional = itk.cuda_non_local_means_image_filter(image, patch_size=3, patch_distance=2, h=0.1, sigma=0.05,
-                                                       backend=Enums.Backend_CPU)
+                                                       backend=backend_enum())
     ImageType = type(image)
     f = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New(image, PatchSize=3, PatchDistance=2, H=0.1,
-                                                                   Sigma=0.05, Backend=Enums.Backend_CPU)
+                                                                   Sigma=0.05, Backend=backend_enum())
     f.Update()
     assert np.array_equal(itk.array_from_image(functional), itk.array_from_image(f.GetOutput()))
 
 
-def test_vector_image():
-    rgb = smooth_noisy((18, 20), channels=3, seed=4)
-    image = itk.image_from_array(rgb, is_vector=True)
-    out = itk.cuda_non_local_means_image_filter(image, patch_size=3, patch_distance=3, h=0.1,
-                                                backend=Enums.Backend_CPU)
+@pytest.mark.parametrize("shape, channels, dtype", [
+    ((18, 20), 3, np.float32),
+    ((8, 9, 10), 2, np.float64),
+    ((5, 6, 7, 8), 2, np.float32),
+])
+def test_vector_image(shape, channels, dtype):
+    array = smooth_noisy(shape, channels=channels, dtype=dtype, seed=4)
+    image = itk.image_from_array(array, is_vector=True)
+    assert isinstance(image, itk.VectorImage[itk.F if dtype == np.float32 else itk.D, len(shape)])
+    out = itk.cuda_non_local_means_image_filter(image, patch_size=3, patch_distance=1, h=0.1,
+                                                backend=backend_enum())
     result = itk.array_from_image(out)
-    assert result.shape == rgb.shape and result.dtype == np.float32
+    assert result.shape == array.shape and result.dtype == dtype
+    assert np.std(np.diff(result, axis=0)) < np.std(np.diff(array, axis=0))  # smoother
+
+
+@pytest.mark.parametrize("pixel", [itk.F, itk.D])
+def test_every_wrapped_dimension(pixel):
+    for dimension, shape in ((2, (16, 18)), (3, (8, 9, 10)), (4, (5, 6, 7, 8))):
+        ImageType = itk.Image[pixel, dimension]
+        dtype = np.float32 if pixel is itk.F else np.float64
+        array = smooth_noisy(shape, dtype=dtype, seed=dimension)
+        f = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New(
+            itk.image_from_array(array), PatchSize=3, PatchDistance=1, Backend=backend_enum())
+        f.Update()
+        result = itk.array_from_image(f.GetOutput())
+        assert result.shape == shape and result.dtype == dtype and not np.array_equal(result, array)
 
 
 @pytest.mark.parametrize("name, value, expected", [
@@ -88,7 +108,7 @@ def test_vector_image():
 ])
 def test_bad_parameters_raise_with_the_parameter_named(name, value, expected):
     image = itk.image_from_array(smooth_noisy((10, 11)))
-    kwargs = dict(patch_size=3, patch_distance=2, h=0.1, backend=Enums.Backend_CPU)
+    kwargs = dict(patch_size=3, patch_distance=2, h=0.1, backend=backend_enum())
     kwargs[name] = value
     with pytest.raises(RuntimeError, match=expected):
         itk.cuda_non_local_means_image_filter(image, **kwargs)
@@ -99,4 +119,4 @@ def test_non_finite_input_raises():
     array[3, 4] = np.nan
     with pytest.raises(RuntimeError, match="non-finite"):
         itk.cuda_non_local_means_image_filter(itk.image_from_array(array), patch_size=3, patch_distance=1,
-                                              backend=Enums.Backend_CPU)
+                                              backend=backend_enum())

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The real user's environment for the Python tests: a fresh virtual environment with PyPI's
+# itk-core (the version the wheel is built for) and, from its file, the module's wheel with its
+# `nvrtc` extra, plus pytest and scikit-image 0.26.0 (the oracle). Nothing built here is on its
+# import path. Usage: scripts/make-wheel-venv.sh WHEEL [VENV]; prints the environment's python on
+# its last line. VENV defaults to build/wheel-venv and is made anew on every call.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+wheel=$(realpath "${1:?usage: scripts/make-wheel-venv.sh WHEEL [VENV]}")
+venv="${2:-build/wheel-venv}"
+itk_core="itk-core==5.4.7"
+log() { echo "make-wheel-venv: $*" >&2; }
+
+rm -rf "$venv"
+mkdir -p "$(dirname "$venv")"
+python3 -m venv "$venv"
+venv=$(cd "$venv" && pwd)
+log "installing $itk_core from PyPI, then $(basename "$wheel")[nvrtc] from its file, into $venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "$itk_core" "scikit-image==0.26.0" pytest >&2
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel[nvrtc]" >&2
+"$venv/bin/python" -m pip check >&2
+echo "$venv/bin/python"
