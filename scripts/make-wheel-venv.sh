@@ -19,4 +19,10 @@ log "installing $itk_core from PyPI, then $(basename "$wheel")[nvrtc] from its f
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$itk_core" "scikit-image==0.26.0" pytest >&2
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel[nvrtc]" >&2
 "$venv/bin/python" -m pip check >&2
+# Which itk this environment imports (from outside the source tree, with no PYTHONPATH).
+(cd / && env -u PYTHONPATH "$venv/bin/python" -W ignore - >&2) <<'PY'
+import importlib.metadata as m, itk, os
+print(f"make-wheel-venv: imports itk {itk.Version.GetITKVersion()} from {os.path.dirname(itk.__file__)} "
+      f"(itk-core {m.version('itk-core')}, itk-cudanonlocalmeans {m.version('itk-cudanonlocalmeans')})")
+PY
 echo "$venv/bin/python"

@@ -18,6 +18,12 @@ fi
 scripts/build.sh "${python_options[@]}"
 status=0
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" "$@") || status=$?
+# The Python suite's header names the itk it imported; its last line counts the tests.
+if [ "${NLM_PYTHON_WRAPPING:-1}" != 0 ] && [ -f "$build/Testing/Temporary/LastTest.log" ]; then
+  echo
+  echo "Python suite (CudaNonLocalMeansPythonTests), in $build/wheel-venv:"
+  grep -E "^itk [0-9.]+ from |^=+ .*(passed|failed).* =+$" "$build/Testing/Temporary/LastTest.log" || true
+fi
 report="$build/Testing/Temporary/skimage_cross_check/report.txt"
 if [ -f "$report" ]; then
   echo
