@@ -181,7 +181,7 @@ MiddleSlice(const TImage * image, itk::SizeValueType & width, itk::SizeValueType
 
 /** Writes the middle slices of the input (left) and of the output (right) side by side as an 8-bit
  * PNG. Both halves share one grey window, the 0.5th to 99.5th percentile of the input slice, and are
- * enlarged by whole pixels (nearest neighbour) to be at least 256 pixels high. */
+ * enlarged by whole pixels (nearest neighbour) to be at least 256 pixels high, within 4096 columns. */
 template <typename TImage>
 void
 WritePreview(const TImage * input, const TImage * output, const std::string & fileName)
@@ -191,15 +191,20 @@ WritePreview(const TImage * input, const TImage * output, const std::string & fi
   std::vector<double> right = MiddleSlice(output, width, height);
   std::vector<double> sorted = left;
   std::sort(sorted.begin(), sorted.end());
-  const double low = sorted[static_cast<std::size_t>(0.005 * static_cast<double>(sorted.size() - 1))];
-  double       high = sorted[static_cast<std::size_t>(0.995 * static_cast<double>(sorted.size() - 1))];
+  auto percentile = [&sorted](double p) {
+    return sorted[static_cast<std::size_t>(std::lround(p * static_cast<double>(sorted.size() - 1)))];
+  };
+  const double low = percentile(0.005);
+  double       high = percentile(0.995);
   high = (high > low) ? high : low + 1.0;
   auto grey = [low, high](double v) {
     return static_cast<unsigned char>(std::lround(255.0 * std::min(1.0, std::max(0.0, (v - low) / (high - low)))));
   };
 
-  const itk::SizeValueType scale = std::max<itk::SizeValueType>(1, (256 + height - 1) / height);
+  // Enlarged to at least 256 rows, but to no more than 4096 columns (for slices of few, long rows).
   const itk::SizeValueType gap = 2;
+  const itk::SizeValueType scale = std::max<itk::SizeValueType>(
+    1, std::min<itk::SizeValueType>((256 + height - 1) / height, 4096 / (2 * width + gap)));
   using PreviewType = itk::Image<unsigned char, 2>;
   auto                  picture = PreviewType::New();
   PreviewType::SizeType size = { { (2 * width + gap) * scale, height * scale } };

@@ -5,16 +5,15 @@
 # import path. Usage: scripts/make-wheel-venv.sh WHEEL [VENV]; prints the environment's python on
 # its last line. VENV defaults to build/wheel-venv and is made anew on every call.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 wheel=$(realpath "${1:?usage: scripts/make-wheel-venv.sh WHEEL [VENV]}")
-venv="${2:-build/wheel-venv}"
-itk_core="itk-core==5.4.7"
+venv=$(realpath -m "${2:-$(dirname "$0")/../build/wheel-venv}")
+cd "$(dirname "$0")/.."
+itk_core="itk-core==$(scripts/pypi-itk-version.sh)" # the release the wheel is built for
 log() { echo "make-wheel-venv: $*" >&2; }
 
 rm -rf "$venv"
 mkdir -p "$(dirname "$venv")"
-python3 -m venv "$venv"
-venv=$(cd "$venv" && pwd)
+"${NLM_WHEEL_PYTHON:-python3}" -m venv "$venv" # the Python scripts/build-wheel.sh builds with
 log "installing $itk_core from PyPI, then $(basename "$wheel")[nvrtc] from its file, into $venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$itk_core" "scikit-image==0.26.0" pytest >&2
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel[nvrtc]" >&2

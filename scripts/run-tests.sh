@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${NLM_BUILD_DIR:-build}"
-python_options=()
+python_options=(-DCudaNonLocalMeans_WHEEL= -DCudaNonLocalMeans_WHEEL_PYTHON=) # no Python tests
 if [ "${NLM_PYTHON_WRAPPING:-1}" != 0 ]; then
   wheel=$(scripts/build-wheel.sh | tail -n 1)
   wheel_python=$(scripts/make-wheel-venv.sh "$wheel" "$build/wheel-venv" | tail -n 1)

@@ -26,6 +26,7 @@
 #include "itkImageFileReader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -155,6 +156,7 @@ CudaNonLocalMeansPreviewTest(int argc, char * argv[])
         "a preview name without .png is refused");
   check(!std::ifstream(output).good() && !std::ifstream(refused).good(), "and nothing is written");
 
+  std::remove(preview.c_str());
   check(RunProgram({ "--backend",
                      "cpu",
                      "--input",
@@ -175,11 +177,12 @@ CudaNonLocalMeansPreviewTest(int argc, char * argv[])
   const auto        picture = itk::ReadImage<PictureType>(preview);
   const auto        size = noisy->GetLargestPossibleRegion().GetSize();
   const std::size_t width = size[0], height = size[1];
-  const std::size_t scale = std::max<std::size_t>(1, (256 + height - 1) / height);
   const auto        pictureSize = picture->GetLargestPossibleRegion().GetSize();
+  const std::size_t scale = pictureSize[1] / height;
   std::cout << "input " << size << ", picture " << pictureSize << ", enlarged " << scale << "x\n";
-  check(pictureSize[0] == (2 * width + 2) * scale && pictureSize[1] == height * scale,
-        "two panels of the slice side by side, enlarged to at least 256 rows");
+  check(scale >= 1 && pictureSize[1] == height * scale && pictureSize[0] == (2 * width + 2) * scale,
+        "two panels of the slice side by side with a gap of 2, enlarged by a whole factor");
+  check(height * scale >= 256 && height * (scale - 1) < 256, "enlarged by the least factor that gives 256 rows");
   if (!ok)
   {
     return EXIT_FAILURE;
@@ -202,8 +205,17 @@ CudaNonLocalMeansPreviewTest(int argc, char * argv[])
   const auto denoisedSlice = MiddleSlice(denoised);
   check(OrderPreserved(noisySlice, left), "the left panel is the input's middle slice (order preserved)");
   check(OrderPreserved(denoisedSlice, right), "the right panel is the output's middle slice (order preserved)");
-  check(*std::max_element(left.begin(), left.end()) - *std::min_element(left.begin(), left.end()) > 128,
-        "the input's window spans most of the grey range");
+  auto range = [](const std::vector<int> & g) {
+    return *std::max_element(g.begin(), g.end()) - *std::min_element(g.begin(), g.end());
+  };
+  auto mean = [](const std::vector<int> & g) {
+    return std::accumulate(g.begin(), g.end(), 0.0) / static_cast<double>(g.size());
+  };
+  std::cout << "grey range: input " << range(left) << ", output " << range(right) << "; mean: input " << mean(left)
+            << ", output " << mean(right) << "\n";
+  check(range(left) > 128, "the input's window spans most of the grey range");
+  check(range(right) > 64 && std::fabs(mean(right) - mean(left)) < 16,
+        "the output half is drawn in the same window (similar mean, not blank)");
   const long noisyVariation = Variation(left, width), denoisedVariation = Variation(right, width);
   std::cout << "horizontal variation: input " << noisyVariation << ", output " << denoisedVariation << "\n";
   check(denoisedVariation < noisyVariation, "the output half is smoother (one window for both)");

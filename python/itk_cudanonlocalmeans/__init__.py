@@ -158,7 +158,7 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
         kind = "scalar" if channels == 1 else "VectorImage"
         raise NotImplementedError(
             f"this ITK's Python wrapping has no {ndim}D {kind} {image.dtype} CudaNonLocalMeansImageFilter; "
-            f"build ITK with {ndim} in ITK_WRAP_DIMS (and ITK_WRAP_float, ITK_WRAP_double on)") from None
+            f"build ITK with {ndim} in ITK_WRAP_IMAGE_DIMS (and ITK_WRAP_float, ITK_WRAP_double on)") from None
     if channels == 1:
         itk_image = itk.image_from_array(image[..., 0])
     else:

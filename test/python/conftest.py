@@ -6,6 +6,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 from nlm_mha import ulp_distance  # noqa: E402  (shared with the scikit-image cross-check)
@@ -22,6 +23,24 @@ def backend_enum():
 
     enums = itk.CudaNonLocalMeansImageFilterEnums
     return {"cpu": enums.Backend_CPU, "cuda": enums.Backend_CUDA}[BACKEND]
+
+
+def pytest_sessionstart(session):
+    """With NLM_TEST_BACKEND=cuda on a machine without a usable GPU, skip the whole suite (exit code
+    77, CTest's skip code) rather than fail every test."""
+    if BACKEND != "cuda":
+        return
+    import itk
+
+    ImageType = itk.Image[itk.F, 2]
+    probe = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New(
+        itk.image_from_array(np.zeros((4, 4), np.float32)), PatchSize=1, PatchDistance=1, Backend=backend_enum())
+    try:
+        probe.Update()
+    except RuntimeError as error:
+        if "CUDA backend cannot be used" not in str(error):
+            raise
+        pytest.exit(f"NLM_TEST_BACKEND=cuda, but {str(error).strip().splitlines()[-1]}", returncode=77)
 
 
 def pytest_report_header(config):

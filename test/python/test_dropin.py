@@ -113,7 +113,7 @@ def test_dimension_without_wrapping_raises_clearly(monkeypatch):
             raise KeyError(types)
 
     monkeypatch.setattr(itk, "CudaNonLocalMeansImageFilter", Unwrapped())
-    with pytest.raises(NotImplementedError, match="ITK_WRAP_DIMS"):
+    with pytest.raises(NotImplementedError, match="ITK_WRAP_IMAGE_DIMS"):
         denoise_nl_means(np.zeros((4, 5, 6, 7), np.float32), 3, 1)
 
 

@@ -4,7 +4,7 @@
 - its name: itk_cudanonlocalmeans-<version of CMakeLists.txt>-cp311-abi3-manylinux_<glibc>_x86_64;
 - what it holds: the wrapping (itk/_CudaNonLocalMeansPython.abi3.so, the generated .py files, the
   Configuration files) and the scikit-image drop-in (itk_cudanonlocalmeans/__init__.py);
-- its metadata: the version, and a dependency on PyPI's itk-core;
+- its metadata: the version, and pyproject.toml's dependency on PyPI's itk-core;
 - `auditwheel show`: the wheel is consistent with a manylinux platform tag, and every library it
   loads is either grafted into it or allowed by that policy;
 - no shared object in it needs a CUDA library (libcuda, libcudart, libnvrtc) or libpython: the
@@ -53,8 +53,10 @@ def main():
     metadata = (unpacked / next(n for n in names if n.endswith(".dist-info/METADATA"))).read_text()
     if not re.search(rf"^Version: {re.escape(version)}$", metadata, re.M):
         problems.append(f"the metadata does not give version {version}")
-    if not re.search(r"^Requires-Dist: itk-core\b", metadata, re.M):
-        problems.append("the metadata does not require itk-core")
+    pin = re.search(r'"(itk-core ~= [0-9.]+)"', (Path(args.source) / "pyproject.toml").read_text()).group(1)
+    required = re.findall(r"^Requires-Dist: (itk-core\b.*)$", metadata, re.M)
+    if [r.replace(" ", "") for r in required] != [pin.replace(" ", "")]:
+        problems.append(f"the metadata requires {required}, not pyproject.toml's {pin}")
 
     shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)], check=True, capture_output=True,
                            text=True).stdout
