@@ -46,8 +46,9 @@ public:
    * \brief Where the filter computes.
    *
    * Auto uses the CUDA backend when a usable NVIDIA device, driver and NVRTC library are present
-   * and the CPU backend otherwise (with one warning per process). CPU and CUDA force a backend;
-   * CUDA throws when it is not usable.
+   * and the backend can run the problem there (its limits, compile, memory), and the CPU backend
+   * otherwise, with the same numbers (one warning per cause and process; the cause in the run
+   * statistics). CPU and CUDA force a backend; CUDA throws when it cannot compute.
    * \ingroup CudaNonLocalMeans
    */
   enum class Backend : std::uint8_t
@@ -187,7 +188,8 @@ public:
   }
 
   /** What the backend reported about the last output: device, kernel configuration, and for the
-   * CUDA backend the kernel, transfer and compile times (CUDA events). */
+   * CUDA backend the kernel, transfer and compile times (CUDA events). With Backend Auto on the CPU,
+   * CPUFallbackReason says why the CUDA backend did not compute it. */
   const NonLocalMeansBackend::RunStatistics &
   GetBackendStatistics() const
   {
@@ -214,6 +216,10 @@ protected:
   GenerateData() override;
 
 private:
+  /** Computes with one backend and records its name and statistics. */
+  void
+  RunBackend(NonLocalMeansBackend * backend, const NonLocalMeansBackend::Problem & problem);
+
   int           m_PatchSize{ 7 };
   int           m_PatchDistance{ 11 };
   double        m_H{ 0.1 };

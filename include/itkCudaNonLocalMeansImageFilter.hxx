@@ -249,35 +249,59 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
     problem.Output = outputCopy.data();
   }
 
-  // Backend selection.
-  std::string                   whyNoCUDA;
-  NonLocalMeansBackend::Pointer backend;
-  if (m_Backend == BackendEnum::CPU)
+  // Backend selection. CPU; CUDA, which throws when it cannot run; Auto: CUDA when it can run this
+  // problem here, otherwise the CPU backend (the same numbers), with a warning once per cause and
+  // the cause in the run statistics. An abort is never retried.
+  std::string whyCPU;
+  bool        done = false;
+  if (m_Backend != BackendEnum::CPU)
   {
-    backend = NonLocalMeansBackend::CreateCPUBackend();
-  }
-  else
-  {
-    backend = NonLocalMeansBackend::CreateCUDABackend(whyNoCUDA);
-    if (backend.IsNull())
+    NonLocalMeansBackend::Pointer cuda = NonLocalMeansBackend::CreateCUDABackend(whyCPU);
+    if (cuda.IsNull() && m_Backend == BackendEnum::CUDA)
     {
-      if (m_Backend == BackendEnum::CUDA)
+      itkExceptionMacro("Backend is CUDA, but the CUDA backend cannot be used: "
+                        << whyCPU << ". Set Backend to Auto or CPU to compute on the CPU.");
+    }
+    if (cuda.IsNotNull())
+    {
+      try
       {
-        itkExceptionMacro("Backend is CUDA, but the CUDA backend cannot be used: "
-                          << whyNoCUDA << ". Set Backend to Auto or CPU to compute on the CPU.");
+        this->RunBackend(cuda, problem);
+        done = true;
       }
-      if (NonLocalMeansBackend::ClaimCPUFallbackWarning())
+      catch (const ProcessAborted &)
       {
-        itkWarningMacro("No usable CUDA backend (" << whyNoCUDA
-                                                   << "); computing on the CPU. Set Backend to CPU to silence "
-                                                      "this warning. It is given once per process.");
+        throw;
       }
-      backend = NonLocalMeansBackend::CreateCPUBackend();
+      catch (const ExceptionObject & e)
+      {
+        if (m_Backend == BackendEnum::CUDA)
+        {
+          throw;
+        }
+        std::string why = e.GetDescription();
+        while (!why.empty() && (why.back() == '.' || why.back() == '\n' || why.back() == ' '))
+        {
+          why.pop_back();
+        }
+        whyCPU = "the CUDA backend could not run this problem: " + why;
+      }
     }
   }
-  m_BackendUsed = backend->GetBackendName();
-  backend->Run(problem, this, this->GetMultiThreader(), this->GetNumberOfWorkUnits());
-  m_BackendStatistics = backend->GetLastRunStatistics();
+  if (!done)
+  {
+    this->RunBackend(NonLocalMeansBackend::CreateCPUBackend(), problem);
+    if (m_Backend == BackendEnum::Auto)
+    {
+      m_BackendStatistics.CPUFallbackReason = whyCPU;
+      if (NonLocalMeansBackend::ClaimCPUFallbackWarning(whyCPU))
+      {
+        itkWarningMacro("Computed on the CPU: " << whyCPU
+                                                << ". Set Backend to CPU to silence this warning. It is given once "
+                                                   "per cause and process.");
+      }
+    }
+  }
 
   if (!inPlace)
   {
@@ -295,6 +319,16 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
       it.Set(pixel);
     }
   }
+}
+
+template <typename TInputImage, typename TOutputImage>
+void
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::RunBackend(NonLocalMeansBackend *                backend,
+                                                                    const NonLocalMeansBackend::Problem & problem)
+{
+  m_BackendUsed = backend->GetBackendName();
+  backend->Run(problem, this, this->GetMultiThreader(), this->GetNumberOfWorkUnits());
+  m_BackendStatistics = backend->GetLastRunStatistics();
 }
 
 template <typename TInputImage, typename TOutputImage>
@@ -327,6 +361,10 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream 
     os << next << "KernelFromCache (memory, disk): " << s.KernelFromMemoryCache << ", " << s.KernelFromDiskCache
        << std::endl;
     os << next << "Slabs: " << s.Slabs << ", DeviceBytes: " << s.DeviceBytes << std::endl;
+  }
+  if (!m_BackendStatistics.CPUFallbackReason.empty())
+  {
+    os << indent << "CPUFallbackReason: " << m_BackendStatistics.CPUFallbackReason << std::endl;
   }
 }
 

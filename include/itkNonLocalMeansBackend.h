@@ -128,6 +128,7 @@ public:
     bool          KernelFromMemoryCache{ false };
     unsigned int  Slabs{ 0 };
     std::uint64_t DeviceBytes{ 0 };
+    std::string   CPUFallbackReason; // Backend Auto computed on the CPU: why the CUDA backend did not
   };
 
   /** Compute the output of a problem. `caller` (may be null) receives progress in [0, 1] through
@@ -178,10 +179,10 @@ public:
     return (patchSize % 2 == 0) ? patchSize + 1 : patchSize;
   }
 
-  /** True the first time it is called in a process, false afterwards: the filter warns once per
-   * process when Backend is Auto and it falls back to the CPU. */
+  /** True the first time it is called with this cause in a process, false afterwards: the filter
+   * warns once per cause and process when Backend is Auto and it falls back to the CPU. */
   static bool
-  ClaimCPUFallbackWarning();
+  ClaimCPUFallbackWarning(const std::string & cause);
 
   /** The multithreaded CPU backend. Always available. */
   static Pointer

@@ -25,6 +25,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <type_traits>
 
 namespace itk
@@ -218,10 +220,12 @@ NonLocalMeansBackend::HoldsNonFinite(const void * data, std::size_t count, Eleme
 }
 
 bool
-NonLocalMeansBackend::ClaimCPUFallbackWarning()
+NonLocalMeansBackend::ClaimCPUFallbackWarning(const std::string & cause)
 {
-  static std::atomic<bool> warned{ false };
-  return !warned.exchange(true);
+  static std::mutex                 mutex;
+  static std::set<std::string>      warned;
+  const std::lock_guard<std::mutex> lock(mutex);
+  return warned.insert(cause).second;
 }
 
 NonLocalMeansBackend::Pointer

@@ -162,6 +162,17 @@ itkCudaNonLocalMeansImageFilterBasicTest(int, char *[])
   ITK_TEST_EXPECT_EQUAL(filter->GetBackendUsed(), std::string(cudaUsable ? "CUDA" : "CPU"));
   ITK_TEST_EXPECT_EQUAL(
     itk::nlm_test::CountDifferences(cpuOutput.GetPointer(), filter->GetOutput(), region, "Auto vs CPU"), 0u);
+  // On the CPU, the run statistics (and Print) say why the CUDA backend did not compute.
+  const std::string & reason = filter->GetBackendStatistics().CPUFallbackReason;
+  ITK_TEST_EXPECT_TRUE(cudaUsable ? reason.empty() : reason == whyNot);
+  std::ostringstream printed;
+  filter->Print(printed);
+  ITK_TEST_EXPECT_EQUAL(printed.str().find("CPUFallbackReason: ") != std::string::npos, !cudaUsable);
+  // Auto's warning comes once per cause and process.
+  ITK_TEST_EXPECT_TRUE(itk::NonLocalMeansBackend::ClaimCPUFallbackWarning("a cause of the test"));
+  ITK_TEST_EXPECT_TRUE(!itk::NonLocalMeansBackend::ClaimCPUFallbackWarning("a cause of the test"));
+  ITK_TEST_EXPECT_TRUE(itk::NonLocalMeansBackend::ClaimCPUFallbackWarning("another cause of the test"));
+  ITK_TEST_EXPECT_TRUE(cudaUsable || !itk::NonLocalMeansBackend::ClaimCPUFallbackWarning(whyNot)); // claimed above
 
   filter->SetBackend(BackendEnum::CUDA);
   if (cudaUsable)

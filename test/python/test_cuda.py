@@ -53,3 +53,22 @@ def test_wrapped_filter_reports_the_gpu():
                                                                      Backend=enums.Backend_CPU)
     cpu.Update()
     assert np.array_equal(itk.array_from_image(f.GetOutput()), itk.array_from_image(cpu.GetOutput()))
+
+
+def test_auto_computes_what_cuda_refuses():
+    # A GPU memory budget too small for one slab: Backend CUDA refuses it, and Auto (the drop-in's
+    # default) computes on the CPU, with the same numbers, saying why.
+    ImageType = itk.Image[itk.F, 3]
+    image = itk.image_from_array(smooth_noisy((12, 13, 14), seed=6))
+    enums = itk.CudaNonLocalMeansImageFilterEnums
+    settings = dict(PatchSize=3, PatchDistance=2, MaximumGPUMemory=1)
+    cuda = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New(image, Backend=enums.Backend_CUDA, **settings)
+    with pytest.raises(RuntimeError, match="memory budget"):
+        cuda.Update()
+    auto = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New(image, Backend=enums.Backend_Auto, **settings)
+    auto.Update()
+    cpu = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New(image, Backend=enums.Backend_CPU, **settings)
+    cpu.Update()
+    assert auto.GetBackendUsed() == "CPU"
+    assert "CPUFallbackReason: the CUDA backend could not run this problem" in str(auto)
+    assert np.array_equal(itk.array_from_image(auto.GetOutput()), itk.array_from_image(cpu.GetOutput()))
