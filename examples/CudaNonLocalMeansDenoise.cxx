@@ -35,11 +35,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -85,6 +90,45 @@ PrintUsage(const char * name)
             << "  --single-precision     float32 arithmetic on the GPU (opt-in; not bitwise equal to the CPU)\n";
 }
 
+/** A whole number of at least `minimum`, or an exception that names the option and the value. */
+int
+ParseWhole(const std::string & option, const std::string & text, long long minimum)
+{
+  char * end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v > std::numeric_limits<int>::max())
+  {
+    throw std::runtime_error(option + " takes a whole number, not \"" + text + "\"");
+  }
+  if (v < minimum)
+  {
+    throw std::runtime_error(option + " must be " + std::to_string(minimum) + " or more, not " + text);
+  }
+  return static_cast<int>(v);
+}
+
+/** A finite real number above `minimum` (or at least it, where `orEqual`), or an exception that
+ * names the option and the value. */
+double
+ParseReal(const std::string & option, const std::string & text, double minimum, bool orEqual)
+{
+  char *       end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v))
+  {
+    throw std::runtime_error(option + " takes a finite number, not \"" + text + "\"");
+  }
+  if (orEqual ? v < minimum : v <= minimum)
+  {
+    std::ostringstream bound;
+    bound << minimum;
+    throw std::runtime_error(option + " must be " + (orEqual ? "at least " : "greater than ") + bound.str() + ", not " +
+                             text);
+  }
+  return v;
+}
+
 bool
 ParseArguments(int argc, char * argv[], Options & o)
 {
@@ -110,25 +154,31 @@ ParseArguments(int argc, char * argv[], Options & o)
     else if (arg == "--preview")
       o.preview = value("--preview");
     else if (arg == "--patch-size")
-      o.patchSize = std::stoi(value("--patch-size"));
+      o.patchSize = ParseWhole(arg, value("--patch-size"), 1);
     else if (arg == "--patch-distance")
-      o.patchDistance = std::stoi(value("--patch-distance"));
+      o.patchDistance = ParseWhole(arg, value("--patch-distance"), 0);
     else if (arg == "--h")
-      o.h = std::stod(value("--h"));
+      o.h = ParseReal(arg, value("--h"), 0.0, false);
     else if (arg == "--sigma")
-      o.sigma = std::stod(value("--sigma"));
+      o.sigma = ParseReal(arg, value("--sigma"), 0.0, true);
     else if (arg == "--slow")
       o.fastMode = false;
     else if (arg == "--backend")
+    {
       o.backend = value("--backend");
+      if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
+      {
+        throw std::runtime_error("--backend must be auto, cpu or cuda, not " + o.backend);
+      }
+    }
     else if (arg == "--threads")
-      o.threads = std::stoi(value("--threads"));
+      o.threads = ParseWhole(arg, value("--threads"), 1);
     else if (arg == "--phantom-size")
-      o.phantomSize = std::stoi(value("--phantom-size"));
+      o.phantomSize = ParseWhole(arg, value("--phantom-size"), 1);
     else if (arg == "--repeat")
-      o.repeat = std::stoi(value("--repeat"));
+      o.repeat = ParseWhole(arg, value("--repeat"), 1);
     else if (arg == "--max-gpu-memory")
-      o.maxGPUMemory = std::stod(value("--max-gpu-memory"));
+      o.maxGPUMemory = ParseReal(arg, value("--max-gpu-memory"), 0.0, true);
     else if (arg == "--single-precision")
       o.single = true;
     else
@@ -139,6 +189,27 @@ ParseArguments(int argc, char * argv[], Options & o)
     }
   }
   return true;
+}
+
+/** Throws, naming the file and the fix, unless ITK has a writer for the file's name and the file can
+ * be created or appended to (a file made by the check is removed again). */
+void
+CheckWritable(const std::string & fileName)
+{
+  if (itk::ImageIOFactory::CreateImageIO(fileName.c_str(), itk::ImageIOFactory::IOFileModeEnum::WriteMode).IsNull())
+  {
+    throw std::runtime_error("no ITK image writer handles " + fileName +
+                             "; give a file name with an extension ITK writes (.mha, .nrrd, .nii, .png, ...)");
+  }
+  const bool existed = std::ifstream(fileName).good();
+  if (!std::ofstream(fileName, std::ios::app).good())
+  {
+    throw std::runtime_error("cannot write " + fileName + ": check that its folder exists and is writable");
+  }
+  if (!existed)
+  {
+    std::remove(fileName.c_str());
+  }
 }
 
 bool
@@ -248,10 +319,6 @@ Denoise(const typename TImage::Pointer & image, const Options & o)
   else if (o.backend == "cuda")
   {
     filter->SetBackend(FilterType::BackendEnum::CUDA);
-  }
-  else if (o.backend != "auto")
-  {
-    throw std::runtime_error("--backend must be auto, cpu or cuda, not " + o.backend);
   }
   if (o.threads > 0)
   {
@@ -406,6 +473,12 @@ CudaNonLocalMeansDenoise(int argc, char * argv[])
     {
       std::cerr << "Error: --preview writes a PNG picture; give a file name ending in .png, not " << o.preview << "\n";
       return EXIT_FAILURE;
+    }
+    // Files that cannot be written fail now, not after the computation.
+    CheckWritable(o.output);
+    if (!o.preview.empty())
+    {
+      CheckWritable(o.preview);
     }
     if (o.input.empty())
     {
