@@ -20,33 +20,27 @@
 // The command-line program refuses bad options and unwritable outputs before any computation, with a
 // message that names the option and the value (or the file) and what to give instead.
 
+#include "CudaNonLocalMeansDenoiseProgram.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
-
-int
-CudaNonLocalMeansDenoise(int argc, char * argv[]);
 
 namespace
 {
 /** Runs the program with the arguments and returns its exit code, and what it printed. */
 int
-RunProgram(std::vector<std::string> arguments, std::string & out, std::string & err)
+RunCapturing(std::vector<std::string> arguments, std::string & out, std::string & err)
 {
-  arguments.insert(arguments.begin(), "CudaNonLocalMeansDenoise");
-  std::vector<char *> argv;
-  for (auto & a : arguments)
-  {
-    argv.push_back(&a[0]);
-  }
   std::ostringstream capturedOut, capturedErr;
   std::streambuf *   savedOut = std::cout.rdbuf(capturedOut.rdbuf());
   std::streambuf *   savedErr = std::cerr.rdbuf(capturedErr.rdbuf());
-  const int          status = CudaNonLocalMeansDenoise(static_cast<int>(argv.size()), argv.data());
+  const int          status = RunDenoiseProgram(std::move(arguments));
   std::cout.rdbuf(savedOut);
   std::cerr.rdbuf(savedErr);
   out = capturedOut.str();
@@ -98,7 +92,7 @@ CudaNonLocalMeansDenoiseArgumentsTest(int argc, char * argv[])
     std::vector<std::string> arguments = { "--backend", "cpu", "--phantom-size", "8", "--output", output };
     arguments.insert(arguments.end(), c.arguments.begin(), c.arguments.end());
     std::string out, err;
-    const int   status = RunProgram(arguments, out, err);
+    const int   status = RunCapturing(arguments, out, err);
     const bool  refused = status != EXIT_SUCCESS && err.find(c.message) != std::string::npos;
     const bool  nothingComputed = out.find("Backend:") == std::string::npos && !std::ifstream(output).good();
     std::string shown = err.substr(0, err.find('\n'));
@@ -107,24 +101,24 @@ CudaNonLocalMeansDenoiseArgumentsTest(int argc, char * argv[])
     ok = ok && refused && nothingComputed;
   }
   std::string out, err;
-  const bool  runs = RunProgram({ "--backend",
-                                  "cpu",
-                                  "--phantom-size",
-                                  "8",
-                                  "--output",
-                                  output,
-                                  "--patch-size",
-                                  "3",
-                                  "--patch-distance",
-                                  "1",
-                                  "--h",
-                                  "0.1",
-                                  "--sigma",
-                                  "0",
-                                  "--threads",
-                                  "2" },
-                               out,
-                               err) == EXIT_SUCCESS &&
+  const bool  runs = RunCapturing({ "--backend",
+                                    "cpu",
+                                    "--phantom-size",
+                                    "8",
+                                    "--output",
+                                    output,
+                                    "--patch-size",
+                                    "3",
+                                    "--patch-distance",
+                                    "1",
+                                    "--h",
+                                    "0.1",
+                                    "--sigma",
+                                    "0",
+                                    "--threads",
+                                    "2" },
+                                 out,
+                                 err) == EXIT_SUCCESS &&
                     std::ifstream(output).good();
   std::cout << (runs ? "ok:   " : "FAIL: ") << "valid options run and write the output\n";
   return ok && runs ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -18,8 +18,7 @@
 
 // Runs the main job's program (examples/CudaNonLocalMeansDenoise.cxx, linked into the test
 // driver) so that the baseline tests exercise exactly that program.
-int
-CudaNonLocalMeansDenoise(int argc, char * argv[]);
+#include "CudaNonLocalMeansDenoiseProgram.h"
 
 int
 CudaNonLocalMeansDenoiseTest(int argc, char * argv[])

@@ -22,6 +22,7 @@
 // the values, and the denoised half is smoother than the noisy one. A name without .png is refused
 // before any work.
 
+#include "CudaNonLocalMeansDenoiseProgram.h"
 #include "itkImage.h"
 #include "itkImageFileReader.h"
 
@@ -35,25 +36,10 @@
 #include <string>
 #include <vector>
 
-int
-CudaNonLocalMeansDenoise(int argc, char * argv[]);
-
 namespace
 {
 using VolumeType = itk::Image<float, 3>;
 using PictureType = itk::Image<unsigned char, 2>;
-
-int
-RunProgram(std::vector<std::string> arguments)
-{
-  arguments.insert(arguments.begin(), "CudaNonLocalMeansDenoise");
-  std::vector<char *> argv;
-  for (auto & a : arguments)
-  {
-    argv.push_back(&a[0]);
-  }
-  return CudaNonLocalMeansDenoise(static_cast<int>(argv.size()), argv.data());
-}
 
 /** The middle z slice of a volume, row-major. */
 std::vector<float>
@@ -152,25 +138,26 @@ CudaNonLocalMeansPreviewTest(int argc, char * argv[])
 
   const std::string refused = preview + ".jpg";
   std::remove(output.c_str());
-  check(RunProgram({ "--backend", "cpu", "--input", input, "--output", output, "--preview", refused }) != EXIT_SUCCESS,
+  check(RunDenoiseProgram({ "--backend", "cpu", "--input", input, "--output", output, "--preview", refused }) !=
+          EXIT_SUCCESS,
         "a preview name without .png is refused");
   check(!std::ifstream(output).good() && !std::ifstream(refused).good(), "and nothing is written");
 
   std::remove(preview.c_str());
-  check(RunProgram({ "--backend",
-                     "cpu",
-                     "--input",
-                     input,
-                     "--output",
-                     output,
-                     "--preview",
-                     preview,
-                     "--patch-size",
-                     "3",
-                     "--patch-distance",
-                     "3",
-                     "--h",
-                     "0.15" }) == EXIT_SUCCESS,
+  check(RunDenoiseProgram({ "--backend",
+                            "cpu",
+                            "--input",
+                            input,
+                            "--output",
+                            output,
+                            "--preview",
+                            preview,
+                            "--patch-size",
+                            "3",
+                            "--patch-distance",
+                            "3",
+                            "--h",
+                            "0.15" }) == EXIT_SUCCESS,
         "the program runs with --preview");
   const auto        noisy = itk::ReadImage<VolumeType>(input);
   const auto        denoised = itk::ReadImage<VolumeType>(output);
