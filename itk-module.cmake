@@ -3,6 +3,7 @@ itk_module(CudaNonLocalMeans
     ITKCommon
   TEST_DEPENDS
     ITKTestKernel
+    ITKGoogleTest
     ITKMetaIO
     ITKIOMeta
     ITKIOPNG

@@ -110,7 +110,7 @@ Benchmark(const Options & o)
   {
     const double tInit = Now();
     std::string  why;
-    const bool   usable = itk::NonLocalMeansBackend::CreateCUDABackend(why).IsNotNull();
+    const bool   usable = itk::NonLocalMeansBackendSelection::CUDAIsUsable(why);
     json << ", \"cuda_init_ms\": " << Now() - tInit;
     if (!usable)
     {

@@ -347,8 +347,9 @@ Denoise(const typename TImage::Pointer & image, const Options & o)
     filter->Update();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto & stats = filter->GetBackendStatistics();
-    std::cout << "Backend: " << filter->GetBackendUsed();
-    if (filter->GetBackendUsed() == "CUDA")
+    const bool   onGPU = filter->GetBackendUsed() == itk::CudaNonLocalMeansImageFilterEnums::Backend::CUDA;
+    std::cout << "Backend: " << (onGPU ? "CUDA" : "CPU");
+    if (onGPU)
     {
       std::cout << " on " << stats.Device << "\n  kernel " << stats.KernelMilliseconds << " ms, transfers "
                 << stats.UploadMilliseconds + stats.DownloadMilliseconds << " ms, compile " << stats.CompileMilliseconds

@@ -19,7 +19,7 @@
 #define itkCudaNonLocalMeansImageFilter_h
 
 #include "itkImageToImageFilter.h"
-#include "itkNonLocalMeansBackend.h"
+#include "itkNonLocalMeansBackendSelection.h"
 #include "itkNumericTraits.h"
 #include "CudaNonLocalMeansExport.h"
 
@@ -34,34 +34,6 @@
 
 namespace itk
 {
-
-/** \class CudaNonLocalMeansImageFilterEnums
- * \brief Enumerations of CudaNonLocalMeansImageFilter.
- * \ingroup CudaNonLocalMeans
- */
-class CudaNonLocalMeansImageFilterEnums
-{
-public:
-  /** \class Backend
-   * \brief Where the filter computes.
-   *
-   * Auto uses the CUDA backend when a usable NVIDIA device, driver and NVRTC library are present
-   * and the backend can run the problem there (its limits, compile, memory), and the CPU backend
-   * otherwise, with the same numbers (one warning per cause and process; the cause in the run
-   * statistics). CPU and CUDA force a backend; CUDA throws when it cannot compute.
-   * \ingroup CudaNonLocalMeans
-   */
-  enum class Backend : std::uint8_t
-  {
-    Auto = 0,
-    CPU = 1,
-    CUDA = 2
-  };
-};
-
-/** Prints "CudaNonLocalMeansImageFilterEnums::Backend::CPU" and so on. */
-extern CudaNonLocalMeans_EXPORT std::ostream &
-                                operator<<(std::ostream & out, const CudaNonLocalMeansImageFilterEnums::Backend value);
 
 /** \class CudaNonLocalMeansImageFilter
  * \brief Non-local means denoising that reproduces scikit-image's `denoise_nl_means`, on an
@@ -143,7 +115,7 @@ public:
   int
   GetEffectivePatchSize() const
   {
-    return (m_PatchSize % 2 == 0) ? m_PatchSize + 1 : m_PatchSize;
+    return NonLocalMeansBackend::EffectivePatchSize(m_PatchSize);
   }
 
   /** Maximal distance in pixels where patches are searched (scikit-image's patch_distance);
@@ -180,12 +152,8 @@ public:
   itkSetMacro(MaximumGPUMemory, SizeValueType);
   itkGetConstMacro(MaximumGPUMemory, SizeValueType);
 
-  /** Name of the backend that computed the last output ("CPU" or "CUDA"), empty before. */
-  const std::string &
-  GetBackendUsed() const
-  {
-    return m_BackendUsed;
-  }
+  /** The backend that computed the last output: CPU or CUDA; Auto before the first Update. */
+  itkGetEnumMacro(BackendUsed, BackendEnum);
 
   /** What the backend reported about the last output: device, kernel configuration, and for the
    * CUDA backend the kernel, transfer and compile times (CUDA events). With Backend Auto on the CPU,
@@ -216,10 +184,6 @@ protected:
   GenerateData() override;
 
 private:
-  /** Computes with one backend and records its name and statistics. */
-  void
-  RunBackend(NonLocalMeansBackend * backend, const NonLocalMeansBackend::Problem & problem);
-
   int           m_PatchSize{ 7 };
   int           m_PatchDistance{ 11 };
   double        m_H{ 0.1 };
@@ -228,7 +192,7 @@ private:
   BackendEnum   m_Backend{ BackendEnum::Auto };
   bool          m_SinglePrecision{ false };
   SizeValueType m_MaximumGPUMemory{ 0 };
-  std::string   m_BackendUsed;
+  BackendEnum   m_BackendUsed{ BackendEnum::Auto };
 
   NonLocalMeansBackend::RunStatistics m_BackendStatistics;
 };

@@ -19,7 +19,7 @@
 #define itkCudaNonLocalMeansImageFilter_hxx
 
 #include "itkCudaNonLocalMeansImageFilter.h"
-#include "itkNonLocalMeansBackend.h"
+#include "itkNonLocalMeansBackendSelection.h"
 #include "itkDefaultConvertPixelTraits.h"
 #include "itkImageRegionConstIterator.h"
 #include "itkImageRegionIterator.h"
@@ -101,25 +101,7 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::VerifyPreconditions() I
                       "does); this filter was instantiated for "
                       << ImageDimension << " dimensions.");
   }
-  if (m_PatchSize < 1)
-  {
-    itkExceptionMacro("PatchSize is " << m_PatchSize << "; set a patch size of at least 1 with SetPatchSize.");
-  }
-  if (m_PatchDistance < 0)
-  {
-    itkExceptionMacro("PatchDistance is " << m_PatchDistance
-                                          << "; set a patch distance of 0 or more with SetPatchDistance.");
-  }
-  if (!(m_H > 0.0) || !std::isfinite(m_H))
-  {
-    itkExceptionMacro("H is " << m_H
-                              << "; set a finite H greater than 0 with SetH (scikit-image uses only h*h, so a "
-                                 "negative h there equals |h| here).");
-  }
-  if (!(m_Sigma >= 0.0) || !std::isfinite(m_Sigma))
-  {
-    itkExceptionMacro("Sigma is " << m_Sigma << "; set a finite Sigma of 0 or more with SetSigma.");
-  }
+  NonLocalMeansBackend::VerifyParameters(m_PatchSize, m_PatchDistance, m_H, m_Sigma);
 }
 
 template <typename TInputImage, typename TOutputImage>
@@ -170,12 +152,6 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
   using ElementType = NonLocalMeansBackend::ElementType;
   const InputImageType * input = this->GetInput();
   const unsigned int     components = input->GetNumberOfComponentsPerPixel();
-  if (!m_FastMode && !(ImageDimension == 2 || (ImageDimension == 3 && components == 1)))
-  {
-    itkExceptionMacro("FastMode is off, but the classic (slow) algorithm exists only for 2D images and for "
-                      "single-component 3D images, as in scikit-image; this image is "
-                      << ImageDimension << "D with " << components << " component(s). Turn FastMode on.");
-  }
 
   this->AllocateOutputs();
   OutputImageType * output = this->GetOutput();
@@ -249,58 +225,15 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
     problem.Output = outputCopy.data();
   }
 
-  // Backend selection. CPU; CUDA, which throws when it cannot run; Auto: CUDA when it can run this
-  // problem here, otherwise the CPU backend (the same numbers), with a warning once per cause and
-  // the cause in the run statistics. An abort is never retried.
-  std::string whyCPU;
-  bool        done = false;
-  if (m_Backend != BackendEnum::CPU)
+  const NonLocalMeansBackendSelection::Outcome outcome = NonLocalMeansBackendSelection::Compute(
+    problem, m_Backend, this, this->GetMultiThreader(), this->GetNumberOfWorkUnits());
+  m_BackendUsed = outcome.Used;
+  m_BackendStatistics = outcome.Statistics;
+  if (outcome.WarnAboutFallback)
   {
-    NonLocalMeansBackend::Pointer cuda = NonLocalMeansBackend::CreateCUDABackend(whyCPU);
-    if (cuda.IsNull() && m_Backend == BackendEnum::CUDA)
-    {
-      itkExceptionMacro("Backend is CUDA, but the CUDA backend cannot be used: "
-                        << whyCPU << ". Set Backend to Auto or CPU to compute on the CPU.");
-    }
-    if (cuda.IsNotNull())
-    {
-      try
-      {
-        this->RunBackend(cuda, problem);
-        done = true;
-      }
-      catch (const ProcessAborted &)
-      {
-        throw;
-      }
-      catch (const ExceptionObject & e)
-      {
-        if (m_Backend == BackendEnum::CUDA)
-        {
-          throw;
-        }
-        std::string why = e.GetDescription();
-        while (!why.empty() && (why.back() == '.' || why.back() == '\n' || why.back() == ' '))
-        {
-          why.pop_back();
-        }
-        whyCPU = "the CUDA backend could not run this problem: " + why;
-      }
-    }
-  }
-  if (!done)
-  {
-    this->RunBackend(NonLocalMeansBackend::CreateCPUBackend(), problem);
-    if (m_Backend == BackendEnum::Auto)
-    {
-      m_BackendStatistics.CPUFallbackReason = whyCPU;
-      if (NonLocalMeansBackend::ClaimCPUFallbackWarning(whyCPU))
-      {
-        itkWarningMacro("Computed on the CPU: " << whyCPU
-                                                << ". Set Backend to CPU to silence this warning. It is given once "
-                                                   "per cause and process.");
-      }
-    }
+    itkWarningMacro("Computed on the CPU: " << outcome.Statistics.CPUFallbackReason
+                                            << ". Set Backend to CPU to silence this warning. It is given once per "
+                                               "cause and process.");
   }
 
   if (!inPlace)
@@ -323,16 +256,6 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
 
 template <typename TInputImage, typename TOutputImage>
 void
-CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::RunBackend(NonLocalMeansBackend *                backend,
-                                                                    const NonLocalMeansBackend::Problem & problem)
-{
-  m_BackendUsed = backend->GetBackendName();
-  backend->Run(problem, this, this->GetMultiThreader(), this->GetNumberOfWorkUnits());
-  m_BackendStatistics = backend->GetLastRunStatistics();
-}
-
-template <typename TInputImage, typename TOutputImage>
-void
 CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream & os, Indent indent) const
 {
   Superclass::PrintSelf(os, indent);
@@ -345,8 +268,9 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream 
   os << indent << "Backend: " << m_Backend << std::endl;
   os << indent << "SinglePrecision: " << (m_SinglePrecision ? "On" : "Off") << std::endl;
   os << indent << "MaximumGPUMemory: " << m_MaximumGPUMemory << std::endl;
-  os << indent << "BackendUsed: " << (m_BackendUsed.empty() ? "(none yet)" : m_BackendUsed) << std::endl;
-  if (m_BackendUsed == "CUDA")
+  os << indent << "BackendUsed: " << m_BackendUsed << (m_BackendUsed == BackendEnum::Auto ? " (none yet)" : "")
+     << std::endl;
+  if (m_BackendUsed == BackendEnum::CUDA)
   {
     const NonLocalMeansBackend::RunStatistics & s = m_BackendStatistics;
     os << indent << "BackendStatistics:" << std::endl;

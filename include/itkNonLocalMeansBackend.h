@@ -131,19 +131,17 @@ public:
     std::string   CPUFallbackReason; // Backend Auto computed on the CPU: why the CUDA backend did not
   };
 
-  /** Compute the output of a problem. `caller` (may be null) receives progress in [0, 1] through
-   * UpdateProgress from the calling thread, and its AbortGenerateData flag is honoured (a
-   * ProcessAborted exception is thrown). `threader` (may be null: then the global default is
-   * used) and `numberOfWorkUnits` control CPU parallelism. Throws ExceptionObject on bad input. */
+  /** Compute the output of a problem that VerifyProblem accepted. `caller` (may be null) receives
+   * progress in [0, 1] through UpdateProgress from the calling thread, and its AbortGenerateData
+   * flag is honored (a ProcessAborted exception is thrown). `threader` (may be null: then the
+   * global default is used) and `numberOfWorkUnits` control CPU parallelism. Throws
+   * ExceptionObject when the input holds a value that is not finite, or when the backend cannot
+   * compute the problem. */
   virtual void
   Run(const Problem &     problem,
       ProcessObject *     caller,
       MultiThreaderBase * threader,
       unsigned int        numberOfWorkUnits) = 0;
-
-  /** "CPU" or "CUDA". */
-  virtual const char *
-  GetBackendName() const = 0;
 
   /** Statistics of the last Run. */
   virtual RunStatistics
@@ -152,46 +150,27 @@ public:
     return RunStatistics{};
   }
 
+  /** Check scikit-image's parameters; throws ExceptionObject with a message naming the parameter,
+   * its Set method and what to change. */
+  static void
+  VerifyParameters(int patchSize, int patchDistance, double h, double sigma);
+
   /** Check a problem's parameters and buffers; throws ExceptionObject with a message naming the
-   * offending parameter. Backends call this first. */
+   * offending parameter. */
   static void
   VerifyProblem(const Problem & problem);
 
-  /** Check that every input value is finite; throws ExceptionObject naming the first that is not.
-   * With a threader and more than one work unit the check runs in parallel. */
-  static void
-  VerifyInputIsFinite(const Problem & problem, MultiThreaderBase * threader = nullptr, unsigned int workUnits = 1);
-
-  /** Whether the `count` values of type `type` at `data` hold a NaN or an infinity (no exception:
-   * for checks fused into other passes over the input, which then call VerifyInputIsFinite). */
-  static bool
-  HoldsNonFinite(const void * data, std::size_t count, ElementType type);
-
-  /** The distance normalisation of doc/numerical-contract.md 2.1: ((K * h) * h) multiplied by the
+  /** The distance normalization of doc/numerical-contract.md 2.1: ((K * h) * h) multiplied by the
    * effective patch size once per spatial dimension, left to right. */
   static double
-  Normalisation(const Problem & problem);
+  Normalization(const Problem & problem);
 
   /** Odd patch size actually used for a requested patch size (scikit-image adds one to even sizes). */
-  static int
+  static constexpr int
   EffectivePatchSize(int patchSize)
   {
     return (patchSize % 2 == 0) ? patchSize + 1 : patchSize;
   }
-
-  /** True the first time it is called with this cause in a process, false afterwards: the filter
-   * warns once per cause and process when Backend is Auto and it falls back to the CPU. */
-  static bool
-  ClaimCPUFallbackWarning(const std::string & cause);
-
-  /** The multithreaded CPU backend. Always available. */
-  static Pointer
-  CreateCPUBackend();
-
-  /** The CUDA backend, or null when no usable device, driver or NVRTC library is present; then
-   * `whyNot` says what was missing. */
-  static Pointer
-  CreateCUDABackend(std::string & whyNot);
 
 protected:
   NonLocalMeansBackend() = default;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing ITKCudaNonLocalMeans needs on Debian 12 (bookworm):
-#  - Debian packages: a C++ toolchain, CMake, Ninja, ITK 5.2.1 (libinsighttoolkit5-dev);
+#  - Debian packages: a C++ toolchain, CMake, Ninja, ITK 5.2.1 (libinsighttoolkit5-dev), GoogleTest;
 #  - a Python virtual environment with scikit-image 0.26.0 (the numerical oracle of the tests),
 #    auditwheel (the wheel check), and NVRTC 12 from pip (to check that the
 #    kernels compile for sm_61, which CUDA 13 dropped), kept outside the repository and reused: ${NLM_VENV:-$HOME/.cache/itk-cudanonlocalmeans/venv}.
 # Prints the virtual environment's python on its last line. Safe to run again.
 set -euo pipefail
 
-packages=(g++ cmake ninja-build libinsighttoolkit5-dev libgdcm-tools)
+packages=(g++ cmake ninja-build libinsighttoolkit5-dev libgtest-dev libgdcm-tools)
 # A python3 outside Debian's packages (pyenv, ...) serves as well as Debian's.
 if ! (command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null); then
   packages+=(python3 python3-venv)

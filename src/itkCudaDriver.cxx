@@ -16,8 +16,8 @@
  *
  *=========================================================================*/
 #include "itkCudaDriver.h"
+#include "itkNonLocalMeansOverrides.h"
 
-#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -107,43 +107,9 @@ LoadDriver()
   }
   DriverAPI   d;
   std::string missing;
-  Bind(lib, d.cuInit, { "cuInit" }, missing);
-  Bind(lib, d.cuDriverGetVersion, { "cuDriverGetVersion" }, missing);
-  Bind(lib, d.cuGetErrorName, { "cuGetErrorName" }, missing);
-  Bind(lib, d.cuGetErrorString, { "cuGetErrorString" }, missing);
-  Bind(lib, d.cuDeviceGetCount, { "cuDeviceGetCount" }, missing);
-  Bind(lib, d.cuDeviceGet, { "cuDeviceGet" }, missing);
-  Bind(lib, d.cuDeviceGetAttribute, { "cuDeviceGetAttribute" }, missing);
-  Bind(lib, d.cuDeviceGetName, { "cuDeviceGetName" }, missing);
-  Bind(lib, d.cuDevicePrimaryCtxRetain, { "cuDevicePrimaryCtxRetain" }, missing);
-  Bind(lib, d.cuDevicePrimaryCtxRelease, { "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease" }, missing);
-  Bind(lib, d.cuCtxPushCurrent, { "cuCtxPushCurrent_v2" }, missing);
-  Bind(lib, d.cuCtxPopCurrent, { "cuCtxPopCurrent_v2" }, missing);
-  Bind(lib, d.cuCtxSynchronize, { "cuCtxSynchronize" }, missing);
-  Bind(lib, d.cuModuleLoadData, { "cuModuleLoadData" }, missing);
-  Bind(lib, d.cuModuleUnload, { "cuModuleUnload" }, missing);
-  Bind(lib, d.cuModuleGetFunction, { "cuModuleGetFunction" }, missing);
-  Bind(lib, d.cuFuncSetAttribute, { "cuFuncSetAttribute" }, missing);
-  Bind(lib, d.cuFuncGetAttribute, { "cuFuncGetAttribute" }, missing);
-  Bind(lib, d.cuMemGetInfo, { "cuMemGetInfo_v2" }, missing);
-  Bind(lib, d.cuMemAlloc, { "cuMemAlloc_v2" }, missing);
-  Bind(lib, d.cuMemFree, { "cuMemFree_v2" }, missing);
-  Bind(lib, d.cuMemAllocHost, { "cuMemAllocHost_v2" }, missing);
-  Bind(lib, d.cuMemFreeHost, { "cuMemFreeHost" }, missing);
-  Bind(lib, d.cuMemHostRegister, { "cuMemHostRegister_v2" }, missing);
-  Bind(lib, d.cuMemcpyHtoDAsync, { "cuMemcpyHtoDAsync_v2" }, missing);
-  Bind(lib, d.cuMemcpyDtoHAsync, { "cuMemcpyDtoHAsync_v2" }, missing);
-  Bind(lib, d.cuLaunchKernel, { "cuLaunchKernel" }, missing);
-  Bind(lib, d.cuStreamCreate, { "cuStreamCreate" }, missing);
-  Bind(lib, d.cuStreamSynchronize, { "cuStreamSynchronize" }, missing);
-  Bind(lib, d.cuStreamWaitEvent, { "cuStreamWaitEvent" }, missing);
-  Bind(lib, d.cuStreamDestroy, { "cuStreamDestroy_v2" }, missing);
-  Bind(lib, d.cuEventCreate, { "cuEventCreate" }, missing);
-  Bind(lib, d.cuEventRecord, { "cuEventRecord" }, missing);
-  Bind(lib, d.cuEventSynchronize, { "cuEventSynchronize" }, missing);
-  Bind(lib, d.cuEventQuery, { "cuEventQuery" }, missing);
-  Bind(lib, d.cuEventElapsedTime, { "cuEventElapsedTime_v2", "cuEventElapsedTime" }, missing);
-  Bind(lib, d.cuEventDestroy, { "cuEventDestroy_v2" }, missing);
+#define ITK_NLM_BIND_FUNCTION(result, member, parameters, ...) Bind(lib, d.member, { __VA_ARGS__ }, missing);
+  ITK_NLM_FORALL_DRIVER_FUNCTIONS(ITK_NLM_BIND_FUNCTION)
+#undef ITK_NLM_BIND_FUNCTION
   if (!missing.empty())
   {
     g_DriverWhy =
@@ -165,17 +131,10 @@ LoadDriver()
   g_Driver = d;
 }
 
-void
-LoadNvrtc()
+/** Where NVRTC is looked for when no library is named. */
+std::vector<std::string>
+NvrtcSearchList(const nlm::Overrides & o)
 {
-  std::vector<std::string> candidates;
-  if (const char * env = std::getenv("CUDANONLOCALMEANS_NVRTC_LIBRARY"))
-  {
-    if (*env != '\0')
-    {
-      candidates.emplace_back(env);
-    }
-  }
 #if defined(_WIN32)
   const std::vector<std::string> names = { "nvrtc64_130_0.dll", "nvrtc64_120_0.dll", "nvrtc64_112_0.dll" };
   const char *                   subdir = "\\bin\\";
@@ -183,29 +142,41 @@ LoadNvrtc()
   const std::vector<std::string> names = { "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so" };
   const char *                   subdir = "/lib64/";
 #endif
-  for (const char * var : { "CUDA_PATH", "CUDA_HOME" })
+  std::vector<std::string> candidates;
+  for (const auto & root : o.CudaRoots)
   {
-    if (const char * root = std::getenv(var))
+    for (const auto & n : names)
     {
-      if (*root != '\0')
-      {
-        for (const auto & n : names)
-        {
-          candidates.push_back(std::string(root) + subdir + n);
-        }
-      }
+      candidates.push_back(root + subdir + n);
     }
   }
-  for (const auto & n : names)
-  {
-    candidates.push_back(n);
-  }
+  candidates.insert(candidates.end(), names.begin(), names.end());
 #if !defined(_WIN32)
   for (const auto & n : names)
   {
     candidates.push_back("/usr/local/cuda/lib64/" + n);
   }
 #endif
+  if (!o.NvrtcFallback.empty())
+  {
+    candidates.push_back(o.NvrtcFallback);
+  }
+  return candidates;
+}
+
+void
+LoadNvrtc()
+{
+  const nlm::Overrides     o = nlm::GetOverrides();
+  std::vector<std::string> candidates;
+  if (!o.NvrtcLibrary.empty())
+  {
+    candidates.push_back(o.NvrtcLibrary); // named: that file or none
+  }
+  else
+  {
+    candidates = NvrtcSearchList(o);
+  }
   std::ostringstream tried;
   for (const auto & path : candidates)
   {
@@ -217,19 +188,9 @@ LoadNvrtc()
     }
     NvrtcAPI    n;
     std::string missing;
-    Bind(lib, n.nvrtcVersion, { "nvrtcVersion" }, missing);
-    Bind(lib, n.nvrtcGetErrorString, { "nvrtcGetErrorString" }, missing);
-    Bind(lib, n.nvrtcGetNumSupportedArchs, { "nvrtcGetNumSupportedArchs" }, missing);
-    Bind(lib, n.nvrtcGetSupportedArchs, { "nvrtcGetSupportedArchs" }, missing);
-    Bind(lib, n.nvrtcCreateProgram, { "nvrtcCreateProgram" }, missing);
-    Bind(lib, n.nvrtcDestroyProgram, { "nvrtcDestroyProgram" }, missing);
-    Bind(lib, n.nvrtcCompileProgram, { "nvrtcCompileProgram" }, missing);
-    Bind(lib, n.nvrtcGetProgramLogSize, { "nvrtcGetProgramLogSize" }, missing);
-    Bind(lib, n.nvrtcGetProgramLog, { "nvrtcGetProgramLog" }, missing);
-    Bind(lib, n.nvrtcGetCUBINSize, { "nvrtcGetCUBINSize" }, missing);
-    Bind(lib, n.nvrtcGetCUBIN, { "nvrtcGetCUBIN" }, missing);
-    Bind(lib, n.nvrtcGetPTXSize, { "nvrtcGetPTXSize" }, missing);
-    Bind(lib, n.nvrtcGetPTX, { "nvrtcGetPTX" }, missing);
+#define ITK_NLM_BIND_FUNCTION(result, member, parameters, ...) Bind(lib, n.member, { __VA_ARGS__ }, missing);
+    ITK_NLM_FORALL_NVRTC_FUNCTIONS(ITK_NLM_BIND_FUNCTION)
+#undef ITK_NLM_BIND_FUNCTION
     if (!missing.empty())
     {
       tried << "\n  " << path << ": lacks " << missing << " (NVRTC 11.2 or newer is needed)";
@@ -237,6 +198,12 @@ LoadNvrtc()
     }
     g_Nvrtc = n;
     g_NvrtcPath = path;
+    return;
+  }
+  if (!o.NvrtcLibrary.empty())
+  {
+    g_NvrtcWhy = "CUDANONLOCALMEANS_NVRTC_LIBRARY names an NVRTC library that cannot be used:" + tried.str() +
+                 "\nName an NVRTC library file that loads (11.2 or newer), or unset the variable to search for one";
     return;
   }
   g_NvrtcWhy = "no NVRTC library (the CUDA run-time compiler) could be loaded; install one (a CUDA toolkit, or "
@@ -294,6 +261,40 @@ DescribeResult(const DriverAPI & driver, CUresult result)
   std::ostringstream os;
   os << (name ? name : "CUDA error") << " (" << (text ? text : "code " + std::to_string(result)) << ")";
   return os.str();
+}
+
+void
+CheckResult(const DriverAPI & driver,
+            CUresult          result,
+            const char *      call,
+            const char *      file,
+            unsigned int      line,
+            const char *      location)
+{
+  if (result != CUDA_SUCCESS)
+  {
+    throw ExceptionObject(
+      file, line, std::string("CUDA call ") + call + " failed: " + DescribeResult(driver, result), location);
+  }
+}
+
+void
+CheckWork(const DriverAPI & driver,
+          CUresult          result,
+          const char *      what,
+          const char *      call,
+          const char *      file,
+          unsigned int      line,
+          const char *      location)
+{
+  if (result != CUDA_SUCCESS)
+  {
+    throw ExceptionObject(file,
+                          line,
+                          std::string(what) + " failed on the GPU: " + DescribeResult(driver, result) + " (in " + call +
+                            ")",
+                          location);
+  }
 }
 
 } // namespace cuda

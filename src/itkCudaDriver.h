@@ -22,6 +22,8 @@
 // build this: the few types and functions the module uses are declared here, with the ABI of the
 // driver (cuda.h) and of NVRTC (nvrtc.h). Private to the library.
 
+#include "itkMacro.h"
+
 #include <cstddef>
 #include <mutex>
 #include <string>
@@ -42,26 +44,80 @@ using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram *;
 
 constexpr CUresult CUDA_SUCCESS = 0;
-constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
-constexpr CUresult CUDA_ERROR_INSUFFICIENT_DRIVER = 35;
-constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
-constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
 constexpr CUresult CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
 constexpr CUresult CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222;
-constexpr int      CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1;
+constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 constexpr int      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8;
 constexpr int      CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr int      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81;
-constexpr int      CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO = 87;
 constexpr int      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
-constexpr int      CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;
-constexpr int      CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;
 constexpr int      CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 constexpr int      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 constexpr int      NVRTC_SUCCESS = 0;
+
+// The functions the module uses, each once: _(return type, member, parameters, exported names).
+// The first exported name found is bound (versioned names first).
+#define ITK_NLM_FORALL_DRIVER_FUNCTIONS(_)                                                                             \
+  _(CUresult, cuInit, (unsigned int), "cuInit")                                                                        \
+  _(CUresult, cuDriverGetVersion, (int *), "cuDriverGetVersion")                                                       \
+  _(CUresult, cuGetErrorName, (CUresult, const char **), "cuGetErrorName")                                             \
+  _(CUresult, cuGetErrorString, (CUresult, const char **), "cuGetErrorString")                                         \
+  _(CUresult, cuDeviceGetCount, (int *), "cuDeviceGetCount")                                                           \
+  _(CUresult, cuDeviceGet, (CUdevice *, int), "cuDeviceGet")                                                           \
+  _(CUresult, cuDeviceGetAttribute, (int *, int, CUdevice), "cuDeviceGetAttribute")                                    \
+  _(CUresult, cuDeviceGetName, (char *, int, CUdevice), "cuDeviceGetName")                                             \
+  _(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain")                           \
+  _(CUresult, cuCtxPushCurrent, (CUcontext), "cuCtxPushCurrent_v2")                                                    \
+  _(CUresult, cuCtxPopCurrent, (CUcontext *), "cuCtxPopCurrent_v2")                                                    \
+  _(CUresult, cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData")                                        \
+  _(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *), "cuModuleGetFunction")                      \
+  _(CUresult, cuFuncSetAttribute, (CUfunction, int, int), "cuFuncSetAttribute")                                        \
+  _(CUresult, cuFuncGetAttribute, (int *, int, CUfunction), "cuFuncGetAttribute")                                      \
+  _(CUresult, cuMemGetInfo, (size_t *, size_t *), "cuMemGetInfo_v2")                                                   \
+  _(CUresult, cuMemAlloc, (CUdeviceptr *, size_t), "cuMemAlloc_v2")                                                    \
+  _(CUresult, cuMemFree, (CUdeviceptr), "cuMemFree_v2")                                                                \
+  _(CUresult, cuMemAllocHost, (void **, size_t), "cuMemAllocHost_v2")                                                  \
+  _(CUresult, cuMemHostRegister, (void *, size_t, unsigned int), "cuMemHostRegister_v2")                               \
+  _(CUresult, cuMemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream), "cuMemcpyHtoDAsync_v2")                \
+  _(CUresult, cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoHAsync_v2")                      \
+  _(CUresult,                                                                                                          \
+    cuLaunchKernel,                                                                                                    \
+    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **),    \
+    "cuLaunchKernel")                                                                                                  \
+  _(CUresult, cuStreamCreate, (CUstream *, unsigned int), "cuStreamCreate")                                            \
+  _(CUresult, cuStreamSynchronize, (CUstream), "cuStreamSynchronize")                                                  \
+  _(CUresult, cuStreamWaitEvent, (CUstream, CUevent, unsigned int), "cuStreamWaitEvent")                               \
+  _(CUresult, cuStreamDestroy, (CUstream), "cuStreamDestroy_v2")                                                       \
+  _(CUresult, cuEventCreate, (CUevent *, unsigned int), "cuEventCreate")                                               \
+  _(CUresult, cuEventRecord, (CUevent, CUstream), "cuEventRecord")                                                     \
+  _(CUresult, cuEventSynchronize, (CUevent), "cuEventSynchronize")                                                     \
+  _(CUresult, cuEventQuery, (CUevent), "cuEventQuery")                                                                 \
+  _(CUresult, cuEventElapsedTime, (float *, CUevent, CUevent), "cuEventElapsedTime_v2", "cuEventElapsedTime")          \
+  _(CUresult, cuEventDestroy, (CUevent), "cuEventDestroy_v2")
+
+#define ITK_NLM_FORALL_NVRTC_FUNCTIONS(_)                                                                              \
+  _(nvrtcResult, nvrtcVersion, (int *, int *), "nvrtcVersion")                                                         \
+  _(const char *, nvrtcGetErrorString, (nvrtcResult), "nvrtcGetErrorString")                                           \
+  _(nvrtcResult, nvrtcGetNumSupportedArchs, (int *), "nvrtcGetNumSupportedArchs")                                      \
+  _(nvrtcResult, nvrtcGetSupportedArchs, (int *), "nvrtcGetSupportedArchs")                                            \
+  _(nvrtcResult,                                                                                                       \
+    nvrtcCreateProgram,                                                                                                \
+    (nvrtcProgram *, const char *, const char *, int, const char * const *, const char * const *),                     \
+    "nvrtcCreateProgram")                                                                                              \
+  _(nvrtcResult, nvrtcDestroyProgram, (nvrtcProgram *), "nvrtcDestroyProgram")                                         \
+  _(nvrtcResult, nvrtcCompileProgram, (nvrtcProgram, int, const char * const *), "nvrtcCompileProgram")                \
+  _(nvrtcResult, nvrtcGetProgramLogSize, (nvrtcProgram, size_t *), "nvrtcGetProgramLogSize")                           \
+  _(nvrtcResult, nvrtcGetProgramLog, (nvrtcProgram, char *), "nvrtcGetProgramLog")                                     \
+  _(nvrtcResult, nvrtcGetCUBINSize, (nvrtcProgram, size_t *), "nvrtcGetCUBINSize")                                     \
+  _(nvrtcResult, nvrtcGetCUBIN, (nvrtcProgram, char *), "nvrtcGetCUBIN")                                               \
+  _(nvrtcResult, nvrtcGetPTXSize, (nvrtcProgram, size_t *), "nvrtcGetPTXSize")                                         \
+  _(nvrtcResult, nvrtcGetPTX, (nvrtcProgram, char *), "nvrtcGetPTX")
+
+#define ITK_NLM_DECLARE_FUNCTION(result, name, parameters, ...) result(*name) parameters = nullptr;
 
 /** \class DriverAPI
  * \brief Function table of libcuda.so.1 (the NVIDIA driver).
@@ -69,53 +125,7 @@ constexpr int      NVRTC_SUCCESS = 0;
  */
 struct DriverAPI
 {
-  CUresult (*cuInit)(unsigned int) = nullptr;
-  CUresult (*cuDriverGetVersion)(int *) = nullptr;
-  CUresult (*cuGetErrorName)(CUresult, const char **) = nullptr;
-  CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
-  CUresult (*cuDeviceGetCount)(int *) = nullptr;
-  CUresult (*cuDeviceGet)(CUdevice *, int) = nullptr;
-  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice) = nullptr;
-  CUresult (*cuDeviceGetName)(char *, int, CUdevice) = nullptr;
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice) = nullptr;
-  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice) = nullptr;
-  CUresult (*cuCtxPushCurrent)(CUcontext) = nullptr;
-  CUresult (*cuCtxPopCurrent)(CUcontext *) = nullptr;
-  CUresult (*cuCtxSynchronize)() = nullptr;
-  CUresult (*cuModuleLoadData)(CUmodule *, const void *) = nullptr;
-  CUresult (*cuModuleUnload)(CUmodule) = nullptr;
-  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
-  CUresult (*cuFuncSetAttribute)(CUfunction, int, int) = nullptr;
-  CUresult (*cuFuncGetAttribute)(int *, int, CUfunction) = nullptr;
-  CUresult (*cuMemGetInfo)(size_t *, size_t *) = nullptr;
-  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
-  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
-  CUresult (*cuMemAllocHost)(void **, size_t) = nullptr;
-  CUresult (*cuMemFreeHost)(void *) = nullptr;
-  CUresult (*cuMemHostRegister)(void *, size_t, unsigned int) = nullptr;
-  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;
-  CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream) = nullptr;
-  CUresult (*cuLaunchKernel)(CUfunction,
-                             unsigned int,
-                             unsigned int,
-                             unsigned int,
-                             unsigned int,
-                             unsigned int,
-                             unsigned int,
-                             unsigned int,
-                             CUstream,
-                             void **,
-                             void **) = nullptr;
-  CUresult (*cuStreamCreate)(CUstream *, unsigned int) = nullptr;
-  CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
-  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int) = nullptr;
-  CUresult (*cuStreamDestroy)(CUstream) = nullptr;
-  CUresult (*cuEventCreate)(CUevent *, unsigned int) = nullptr;
-  CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
-  CUresult (*cuEventSynchronize)(CUevent) = nullptr;
-  CUresult (*cuEventQuery)(CUevent) = nullptr;
-  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent) = nullptr;
-  CUresult (*cuEventDestroy)(CUevent) = nullptr;
+  ITK_NLM_FORALL_DRIVER_FUNCTIONS(ITK_NLM_DECLARE_FUNCTION)
 };
 
 /** \class NvrtcAPI
@@ -124,25 +134,10 @@ struct DriverAPI
  */
 struct NvrtcAPI
 {
-  nvrtcResult (*nvrtcVersion)(int *, int *) = nullptr;
-  const char * (*nvrtcGetErrorString)(nvrtcResult) = nullptr;
-  nvrtcResult (*nvrtcGetNumSupportedArchs)(int *) = nullptr;
-  nvrtcResult (*nvrtcGetSupportedArchs)(int *) = nullptr;
-  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram *,
-                                    const char *,
-                                    const char *,
-                                    int,
-                                    const char * const *,
-                                    const char * const *) = nullptr;
-  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram *) = nullptr;
-  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char * const *) = nullptr;
-  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t *) = nullptr;
-  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char *) = nullptr;
-  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t *) = nullptr;
-  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char *) = nullptr;
-  nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t *) = nullptr;
-  nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char *) = nullptr;
+  ITK_NLM_FORALL_NVRTC_FUNCTIONS(ITK_NLM_DECLARE_FUNCTION)
 };
+
+#undef ITK_NLM_DECLARE_FUNCTION
 
 /** The driver API, loaded once per process; null with `why` filled when libcuda.so.1 cannot be
  * loaded or initialised (no driver, no device). Thread safe. */
@@ -150,9 +145,10 @@ const DriverAPI *
 GetDriver(std::string & why);
 
 /** NVRTC, loaded once per process; null with `why` filled (saying which files were tried) when no
- * NVRTC library can be loaded. Looked for, in order: the file named by the environment variable
- * CUDANONLOCALMEANS_NVRTC_LIBRARY; libnvrtc.so.13, .12 and libnvrtc.so in $CUDA_PATH/lib64 and
- * $CUDA_HOME/lib64; the same names on the loader's search path; /usr/local/cuda/lib64. */
+ * NVRTC library can be loaded. The file named by Overrides::NvrtcLibrary when one is named (and
+ * nothing else); otherwise, in order: libnvrtc.so.13, .12 and libnvrtc.so in the library folder of
+ * each of Overrides::CudaRoots; the same names on the loader's search path; /usr/local/cuda/lib64;
+ * Overrides::NvrtcFallback. */
 const NvrtcAPI *
 GetNvrtc(std::string & why);
 
@@ -164,7 +160,37 @@ GetNvrtcLibraryPath();
 std::string
 DescribeResult(const DriverAPI & driver, CUresult result);
 
+/** Throws an ExceptionObject naming `call` (the source text of a driver call) and the result
+ * when `result` is not CUDA_SUCCESS. Use it through ITK_NLM_CUDA_CHECK. */
+void
+CheckResult(const DriverAPI & driver,
+            CUresult          result,
+            const char *      call,
+            const char *      file,
+            unsigned int      line,
+            const char *      location);
+
+/** Waits like CheckResult, but says that `what` failed: for waits on work whose errors surface
+ * there (the kernels). Use it through ITK_NLM_CUDA_CHECK_WORK. */
+void
+CheckWork(const DriverAPI & driver,
+          CUresult          result,
+          const char *      what,
+          const char *      call,
+          const char *      file,
+          unsigned int      line,
+          const char *      location);
+
 } // namespace cuda
 } // namespace itk
+
+/** Calls `call` of the driver table `driver` (e.g. cuMemAlloc(&p, n)) and throws, naming the call
+ * and where it was made, unless it succeeds. */
+#define ITK_NLM_CUDA_CHECK(driver, call)                                                                               \
+  ::itk::cuda::CheckResult((driver), (driver).call, #call, __FILE__, __LINE__, ITK_LOCATION)
+/** Like ITK_NLM_CUDA_CHECK for a wait whose failure is that of `what` (e.g. "the non-local means
+ * kernels"). */
+#define ITK_NLM_CUDA_CHECK_WORK(driver, call, what)                                                                    \
+  ::itk::cuda::CheckWork((driver), (driver).call, (what), #call, __FILE__, __LINE__, ITK_LOCATION)
 
 #endif

@@ -15,7 +15,7 @@
  *  limitations under the License.
  *
  *=========================================================================*/
-#include "itkCudaNonLocalMeansImageFilter.h"
+#include "itkCudaNonLocalMeansImageFilterEnums.h"
 
 namespace itk
 {

@@ -17,7 +17,9 @@
  *=========================================================================*/
 #include "itkNonLocalMeansCPUBackend.h"
 #include "itkNonLocalMeansNumerics.h"
+#include "itkNonLocalMeansInputChecks.h"
 #include "itkNonLocalMeansParallelFor.h"
+#include "itkNonLocalMeansProgress.h"
 
 #include "itkMultiThreaderBase.h"
 #include "itkProcessObject.h"
@@ -42,26 +44,8 @@ using Shift = std::array<int, MaxDim>;
 using ElementType = NonLocalMeansBackend::ElementType;
 using nlm::ParallelFor;
 
-void
-ThrowIfAborted(ProcessObject * caller)
-{
-  if (caller != nullptr && caller->GetAbortGenerateData())
-  {
-    ProcessAborted e(__FILE__, __LINE__);
-    e.SetLocation(ITK_LOCATION);
-    e.SetDescription(std::string("Object ") + caller->GetNameOfClass() + ": AbortGenerateDataOn");
-    throw e;
-  }
-}
-
-void
-ReportProgress(ProcessObject * caller, double fraction)
-{
-  if (caller != nullptr)
-  {
-    caller->UpdateProgress(static_cast<float>(fraction));
-  }
-}
+using nlm::ReportProgress;
+using nlm::ThrowIfAborted;
 
 /** Problem geometry in four axes; unused axes have size 1. */
 struct Layout
@@ -278,7 +262,7 @@ public:
     const double K = static_cast<double>(L.K);
     const double v2 = 2.0 * (p.Sigma * p.Sigma);
     m_Noise = K * v2;
-    m_Norm = NonLocalMeansBackend::Normalisation(p);
+    m_Norm = NonLocalMeansBackend::Normalization(p);
     for (unsigned int a = 0; a < MaxDim; ++a)
     {
       m_E[a] = (static_cast<int>(a) < L.n) ? (m_O + m_D) : 0;
@@ -288,12 +272,12 @@ public:
     m_YStride = StridesOf(m_YSize);
     m_OutStride = StridesOf(L.outSize);
 
-    // Shifts in scikit-image's order: outer axes over [-d, d], axis 0 over [0, d].
+    // Shifts in scikit-image's order (nlm::FirstShift).
     Shift lo{ { 0, 0, 0, 0 } };
     Shift hi{ { 0, 0, 0, 0 } };
     for (int a = 0; a < L.n; ++a)
     {
-      lo[a] = (a == 0) ? 0 : -m_D;
+      lo[a] = nlm::FirstShift(a, m_D);
       hi[a] = m_D;
     }
     for (int t3 = lo[3]; t3 <= hi[3]; ++t3)
@@ -381,136 +365,189 @@ private:
            (x3 + m_E[3]) * m_YStride[3];
   }
 
+  /** The boxes of one chunk and shift: W, the weights (the chunk and the chunk shifted by -t), and
+   * D, the patch terms (W extended by the patch along every used axis); B: D's strides. */
+  struct ShiftBoxes
+  {
+    Index4 Wlo, Wlen, Dlo, Dlen, B;
+  };
+
+  ShiftBoxes
+  BoxesOf(const Chunk & c, const Shift & t) const
+  {
+    const int  win = m_S - 1; // samples per axis in the patch box
+    ShiftBoxes x;
+    for (unsigned int a = 0; a < MaxDim; ++a)
+    {
+      const bool used = static_cast<int>(a) < m_L.n;
+      x.Wlo[a] = c.lo[a] - std::max(t[a], 0);
+      x.Wlen[a] = (c.hi[a] - std::min(t[a], 0)) - x.Wlo[a];
+      x.Dlo[a] = (used && win > 0) ? x.Wlo[a] - m_O + 1 : x.Wlo[a];
+      x.Dlen[a] = (used && win > 0) ? x.Wlen[a] + win - 1 : x.Wlen[a];
+    }
+    x.B = StridesOf(x.Dlen);
+    return x;
+  }
+
+  /** Offset in Y of shift t, in values. */
+  Int
+  ShiftOffset(const Shift & t) const
+  {
+    return m_L.K * (t[0] * m_YStride[0] + t[1] * m_YStride[1] + t[2] * m_YStride[2] + t[3] * m_YStride[3]);
+  }
+
+  /** Weights of shift t over the chunk's W box (in `buffer`), then both terms of every cell. */
   void
   ProcessShift(const Chunk & c, const Shift & t, std::vector<double> & buffer)
   {
-    const Layout & L = m_L;
-    const int      n = L.n;
-    const int      K = L.K;
-    const int      win = m_S - 1; // samples per axis in the patch box
-    Index4         Wlo, Wlen, Dlo, Dlen;
-    for (unsigned int a = 0; a < MaxDim; ++a)
-    {
-      const bool used = static_cast<int>(a) < n;
-      Wlo[a] = c.lo[a] - std::max(t[a], 0);
-      Wlen[a] = (c.hi[a] - std::min(t[a], 0)) - Wlo[a];
-      Dlo[a] = (used && win > 0) ? Wlo[a] - m_O + 1 : Wlo[a];
-      Dlen[a] = (used && win > 0) ? Wlen[a] + win - 1 : Wlen[a];
-    }
-    const Index4 B = StridesOf(Dlen);
-    const size_t need = static_cast<size_t>(Dlen[0] * Dlen[1] * Dlen[2] * Dlen[3]);
+    const ShiftBoxes x = BoxesOf(c, t);
+    const size_t     need = static_cast<size_t>(x.Dlen[0] * x.Dlen[1] * x.Dlen[2] * x.Dlen[3]);
     if (buffer.size() < need)
     {
       buffer.resize(need);
     }
     double *     w = buffer.data();
     const double alpha = (t[0] == 0) ? 0.5 : 1.0;
-
-    if (win == 0)
+    if (m_S == 1)
     {
       // Patch size 1: the box is empty, every raw distance is +0.0.
-      const double w0 = nlm::FastModeWeight(0.0, m_Norm, alpha);
-      std::fill(w, w + need, w0);
+      std::fill(w, w + need, nlm::FastModeWeight(0.0, m_Norm, alpha));
     }
     else
     {
-      // 1. D(y) = sum_k (Y_k(y) - Y_k(y+t))^2 - noise over the D box.
-      const Int tOff = K * (t[0] * m_YStride[0] + t[1] * m_YStride[1] + t[2] * m_YStride[2] + t[3] * m_YStride[3]);
-      for (Int i3 = 0; i3 < Dlen[3]; ++i3)
+      PatchTerms(x, t, w);
+      BoxSums(x, w);
+      Weights(x, alpha, w);
+    }
+    Gather(c, t, x, w);
+  }
+
+  /** 1. D(y) = sum_k (Y_k(y) - Y_k(y+t))^2 - noise over the D box. */
+  void
+  PatchTerms(const ShiftBoxes & x, const Shift & t, double * w) const
+  {
+    const int      K = m_L.K;
+    const Index4 & Dlo = x.Dlo;
+    const Index4 & Dlen = x.Dlen;
+    const Index4 & B = x.B;
+    const Int      tOff = ShiftOffset(t);
+    for (Int i3 = 0; i3 < Dlen[3]; ++i3)
+    {
+      for (Int i2 = 0; i2 < Dlen[2]; ++i2)
       {
-        for (Int i2 = 0; i2 < Dlen[2]; ++i2)
+        for (Int i1 = 0; i1 < Dlen[1]; ++i1)
         {
-          for (Int i1 = 0; i1 < Dlen[1]; ++i1)
+          const double * y = m_Y.data() + K * YOffset(Dlo[0], Dlo[1] + i1, Dlo[2] + i2, Dlo[3] + i3);
+          const double * yt = y + tOff;
+          double *       d = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
+          if (K == 1)
           {
-            const double * y = m_Y.data() + K * YOffset(Dlo[0], Dlo[1] + i1, Dlo[2] + i2, Dlo[3] + i3);
-            const double * yt = y + tOff;
-            double *       d = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
-            if (K == 1)
+            for (Int i0 = 0; i0 < Dlen[0]; ++i0)
             {
-              for (Int i0 = 0; i0 < Dlen[0]; ++i0)
+              const double diff = y[i0] - yt[i0];
+              d[i0] = diff * diff - m_Noise;
+            }
+          }
+          else
+          {
+            for (Int i0 = 0; i0 < Dlen[0]; ++i0)
+            {
+              double acc = 0.0;
+              for (int k = 0; k < K; ++k)
               {
-                const double diff = y[i0] - yt[i0];
-                d[i0] = diff * diff - m_Noise;
+                const double diff = y[K * i0 + k] - yt[K * i0 + k];
+                acc = acc + diff * diff;
+              }
+              d[i0] = acc - m_Noise;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  /** 2. In-place window sums, axis 0 first, each over `win` samples left to right. */
+  void
+  BoxSums(const ShiftBoxes & x, double * w) const
+  {
+    const int      n = m_L.n;
+    const int      win = m_S - 1;
+    const Index4 & Wlen = x.Wlen;
+    const Index4 & B = x.B;
+    Index4         extent = x.Dlen;
+    for (int a = 0; a < n; ++a)
+    {
+      extent[a] = Wlen[a];
+      const Int step = B[a];
+      for (Int i3 = 0; i3 < extent[3]; ++i3)
+      {
+        for (Int i2 = 0; i2 < extent[2]; ++i2)
+        {
+          for (Int i1 = 0; i1 < extent[1]; ++i1)
+          {
+            double * row = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
+            if (a == 0)
+            {
+              for (Int i0 = 0; i0 < extent[0]; ++i0)
+              {
+                double acc = row[i0];
+                for (int j = 1; j < win; ++j)
+                {
+                  acc = acc + row[i0 + j];
+                }
+                row[i0] = acc;
               }
             }
             else
             {
-              for (Int i0 = 0; i0 < Dlen[0]; ++i0)
+              for (int j = 1; j < win; ++j)
               {
-                double acc = 0.0;
-                for (int k = 0; k < K; ++k)
-                {
-                  const double diff = y[K * i0 + k] - yt[K * i0 + k];
-                  acc = acc + diff * diff;
-                }
-                d[i0] = acc - m_Noise;
-              }
-            }
-          }
-        }
-      }
-      // 2. In-place window sums, axis 0 first, each over `win` samples left to right.
-      Index4 extent = Dlen;
-      for (int a = 0; a < n; ++a)
-      {
-        extent[a] = Wlen[a];
-        const Int step = B[a];
-        for (Int i3 = 0; i3 < extent[3]; ++i3)
-        {
-          for (Int i2 = 0; i2 < extent[2]; ++i2)
-          {
-            for (Int i1 = 0; i1 < extent[1]; ++i1)
-            {
-              double * row = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
-              if (a == 0)
-              {
+                const double * next = row + j * step;
                 for (Int i0 = 0; i0 < extent[0]; ++i0)
                 {
-                  double acc = row[i0];
-                  for (int j = 1; j < win; ++j)
-                  {
-                    acc = acc + row[i0 + j];
-                  }
-                  row[i0] = acc;
+                  row[i0] = row[i0] + next[i0];
                 }
               }
-              else
-              {
-                for (int j = 1; j < win; ++j)
-                {
-                  const double * next = row + j * step;
-                  for (Int i0 = 0; i0 < extent[0]; ++i0)
-                  {
-                    row[i0] = row[i0] + next[i0];
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-      // 3. Weights over the W box, in place.
-      for (Int i3 = 0; i3 < Wlen[3]; ++i3)
-      {
-        for (Int i2 = 0; i2 < Wlen[2]; ++i2)
-        {
-          for (Int i1 = 0; i1 < Wlen[1]; ++i1)
-          {
-            double * row = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
-            for (Int i0 = 0; i0 < Wlen[0]; ++i0)
-            {
-              row[i0] = nlm::FastModeWeight(row[i0], m_Norm, alpha);
             }
           }
         }
       }
     }
+  }
 
-    // 4. Gather: centre term w(x,t)*Y(x+t) and target term w(x-t,t)*Y(x-t), in the contract's order.
-    const bool targetFirst = nlm::IsLexicographicallyPositive(t.data(), n);
-    const Int  tOff = K * (t[0] * m_YStride[0] + t[1] * m_YStride[1] + t[2] * m_YStride[2] + t[3] * m_YStride[3]);
-    const Int  wtOff = -(t[0] * B[0] + t[1] * B[1] + t[2] * B[2] + t[3] * B[3]);
-    const Int  len0 = c.hi[0] - c.lo[0];
+  /** 3. Weights over the W box, in place. */
+  void
+  Weights(const ShiftBoxes & x, double alpha, double * w) const
+  {
+    const Index4 & Wlen = x.Wlen;
+    const Index4 & B = x.B;
+    for (Int i3 = 0; i3 < Wlen[3]; ++i3)
+    {
+      for (Int i2 = 0; i2 < Wlen[2]; ++i2)
+      {
+        for (Int i1 = 0; i1 < Wlen[1]; ++i1)
+        {
+          double * row = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
+          for (Int i0 = 0; i0 < Wlen[0]; ++i0)
+          {
+            row[i0] = nlm::FastModeWeight(row[i0], m_Norm, alpha);
+          }
+        }
+      }
+    }
+  }
+
+  /** 4. Gather: centre term w(x,t)*Y(x+t) and target term w(x-t,t)*Y(x-t), in the contract's order. */
+  void
+  Gather(const Chunk & c, const Shift & t, const ShiftBoxes & x, const double * w)
+  {
+    const int      K = m_L.K;
+    const Index4 & Wlo = x.Wlo;
+    const Index4 & B = x.B;
+    const bool     targetFirst = nlm::IsLexicographicallyPositive(t.data(), m_L.n);
+    const Int      tOff = ShiftOffset(t);
+    const Int      wtOff = -(t[0] * B[0] + t[1] * B[1] + t[2] * B[2] + t[3] * B[3]);
+    const Int      len0 = c.hi[0] - c.lo[0];
     for (Int x3 = c.lo[3]; x3 < c.hi[3]; ++x3)
     {
       for (Int x2 = c.lo[2]; x2 < c.hi[2]; ++x2)
@@ -859,8 +896,7 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
                              MultiThreaderBase * threader,
                              unsigned int        numberOfWorkUnits)
 {
-  VerifyProblem(problem);
-  VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
+  nlm::VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
   if (threader == nullptr)
   {
     numberOfWorkUnits = 1;

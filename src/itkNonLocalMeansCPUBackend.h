@@ -58,12 +58,6 @@ public:
       MultiThreaderBase * threader,
       unsigned int        numberOfWorkUnits) override;
 
-  const char *
-  GetBackendName() const override
-  {
-    return "CPU";
-  }
-
 protected:
   NonLocalMeansCPUBackend() = default;
   ~NonLocalMeansCPUBackend() override = default;

@@ -19,19 +19,19 @@
 #define itkNonLocalMeansCUDABackend_h
 
 #include "itkNonLocalMeansBackend.h"
-#include "itkNonLocalMeansKernelCompiler.h"
 
 namespace itk
 {
 
 /** \class NonLocalMeansCUDABackend
  * \brief CUDA implementation of doc/numerical-contract.md (fast mode), bitwise equal to the CPU
- * backend; slow mode runs on the CPU backend.
+ * backend.
  *
- * The driver API and NVRTC are loaded at first use (itkCudaDriver.h). Kernels are compiled per
- * configuration for the device's architecture and cached in memory (per process) and on disk.
- * The output is computed in slabs along the outermost axis when the volume does not fit the
- * memory budget. Private to the library.
+ * Run is a short pipeline: the device (itkNonLocalMeansCUDADevice.h), a launch plan made by pure
+ * functions (itkNonLocalMeansLaunchPlan.h), the module of the plan's configuration (compiled by
+ * NVRTC or read from the caches), then one SlabPipeline per slab along the outermost axis
+ * (itkNonLocalMeansSlabPipeline.h). doc/source-map.md follows one Update through it. Private to
+ * the library.
  *
  * \ingroup CudaNonLocalMeans
  */
@@ -56,21 +56,11 @@ public:
   static bool
   IsUsable(std::string & whyNot);
 
-  /** The kernel configuration Run would use for a problem on the current device. */
-  static nlm::KernelConfig
-  ChooseConfiguration(const Problem & problem);
-
   void
   Run(const Problem &     problem,
       ProcessObject *     caller,
       MultiThreaderBase * threader,
       unsigned int        numberOfWorkUnits) override;
-
-  const char *
-  GetBackendName() const override
-  {
-    return "CUDA";
-  }
 
   RunStatistics
   GetLastRunStatistics() const override

@@ -47,8 +47,9 @@ struct KernelConfig
   bool OutputDouble{ false };
   bool SinglePrecision{ false }; // float arithmetic (opt-in, not bitwise)
   bool WideIndex{ false };       // 64-bit offsets inside a block's footprint
-  /** 0: the tiled kernel. Otherwise the column kernel (3D, patch size >= 3) with this many rows along
-   * axis 1 per thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 }. */
+  /** 0: the tiled kernel (itkNonLocalMeansTiledKernel.cu). Otherwise the column kernel
+   * (itkNonLocalMeansColumnKernel.cu: 3D, patch size >= 3) with this many rows along axis 1 per
+   * thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 }. */
   int Rows{ 0 };
 
   /** The NVRTC options (macros) of this configuration. */
@@ -84,15 +85,12 @@ struct CompiledKernel
 };
 
 /** Compiles `config` for compute capability `arch` (e.g. 90 for sm_90), or reads it from the disk
- * cache. Throws ExceptionObject with NVRTC's log on failure. Extra NVRTC options can be given,
- * separated by spaces, in CUDANONLOCALMEANS_NVRTC_OPTIONS (e.g. "-Xptxas=-v -lineinfo"); they
- * are part of the cache key. */
+ * cache. Throws ExceptionObject with NVRTC's log on failure. Overrides::NvrtcOptions are added to
+ * NVRTC's options (and to the cache key). */
 CudaNonLocalMeans_EXPORT CompiledKernel
 CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arch);
 
-/** The kernel cache folder, or "" when the disk cache is disabled
- * (CUDANONLOCALMEANS_KERNEL_CACHE=0). Default: $CUDANONLOCALMEANS_KERNEL_CACHE_DIR, else
- * $XDG_CACHE_HOME/itk-cudanonlocalmeans/kernels, else ~/.cache/itk-cudanonlocalmeans/kernels. */
+/** The kernel cache folder, or "" when the disk cache is disabled (Overrides::KernelCacheDirectory). */
 CudaNonLocalMeans_EXPORT std::string
                          KernelCacheDirectory();
 

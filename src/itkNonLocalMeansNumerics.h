@@ -213,6 +213,15 @@ WeightScale(double norm)
   return -(kExpA * (1.0 / norm));
 }
 
+/** First shift along an axis in scikit-image's order (doc/numerical-contract.md 2.2): shifts run
+ * from the outermost axis (slowest) to axis 0, over [-d, d] on every axis but axis 0, which runs
+ * over [0, d] (a shift and its mirror image are handled together). The last is always d. */
+ITK_NLM_HOST_DEVICE int
+FirstShift(int axis, int distance)
+{
+  return (axis == 0) ? 0 : -distance;
+}
+
 /** Whether a shift is lexicographically positive (first non-zero component, outermost axis
  * first, is positive). `t` is in ITK axis order (t[0] = col). */
 ITK_NLM_HOST_DEVICE bool

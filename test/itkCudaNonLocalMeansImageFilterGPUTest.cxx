@@ -25,6 +25,7 @@
 
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkCudaNonLocalMeansTestUtilities.h"
+#include "itkNonLocalMeansOverrides.h"
 #include "itkStreamingImageFilter.h"
 #include "itkTestingMacros.h"
 #include "itkVectorImage.h"
@@ -54,6 +55,16 @@ SetEnv(const char * name, const char * value)
     unsetenv(name);
   }
 #endif
+  // The library reads the environment once per process; this white-box test sets the struct.
+  itk::nlm::SetOverrides(itk::nlm::ReadOverrides());
+}
+
+/** "CPU", "CUDA" or "none". */
+std::string
+Name(itk::CudaNonLocalMeansImageFilterEnums::Backend backend)
+{
+  using BackendEnum = itk::CudaNonLocalMeansImageFilterEnums::Backend;
+  return backend == BackendEnum::CUDA ? "CUDA" : (backend == BackendEnum::CPU ? "CPU" : "none");
 }
 
 struct Params
@@ -106,12 +117,12 @@ Run(const TIn *                                     input,
   if (info)
   {
     const auto & s = filter->GetBackendStatistics();
-    *info = filter->GetBackendUsed() + ": " + s.Configuration + ", " + std::to_string(s.Slabs) + " slab(s), kernel " +
-            std::to_string(s.KernelMilliseconds) + " ms";
+    *info = Name(filter->GetBackendUsed()) + ": " + s.Configuration + ", " + std::to_string(s.Slabs) +
+            " slab(s), kernel " + std::to_string(s.KernelMilliseconds) + " ms";
     // Print (and so Python's print(filter)) reports the statistics of a CUDA run.
     std::ostringstream printed;
     filter->Print(printed);
-    if (filter->GetBackendUsed() == "CUDA" &&
+    if (filter->GetBackendUsed() == itk::CudaNonLocalMeansImageFilterEnums::Backend::CUDA &&
         printed.str().find("Configuration: " + s.Configuration) == std::string::npos)
     {
       Check(false, "Print shows the backend statistics of a CUDA run");
@@ -165,15 +176,17 @@ CheckAuto(const std::string & name, const TImage * input, const Params & p)
   filter->Print(printed);
   if (refusal.empty())
   {
-    Check(filter->GetBackendUsed() == "CUDA" && reason.empty() && differing == 0,
+    Check(filter->GetBackendUsed() == itk::CudaNonLocalMeansImageFilterEnums::Backend::CUDA && reason.empty() &&
+            differing == 0,
           name + ": the CUDA backend runs it, and so does Auto (== CPU bitwise)");
     return false;
   }
   refusal.erase(refusal.find_last_not_of(". \n") + 1); // the reason quotes it without its full stop
   std::cout << name << ": CUDA refuses: " << refusal << std::endl
-            << "  Auto used " << filter->GetBackendUsed() << ", " << differing
+            << "  Auto used " << Name(filter->GetBackendUsed()) << ", " << differing
             << " values differ from the CPU's; reason: " << reason << std::endl;
-  Check(filter->GetBackendUsed() == "CPU" && differing == 0 && reason.find(refusal) != std::string::npos &&
+  Check(filter->GetBackendUsed() == itk::CudaNonLocalMeansImageFilterEnums::Backend::CPU && differing == 0 &&
+          reason.find(refusal) != std::string::npos &&
           printed.str().find("CPUFallbackReason: " + reason) != std::string::npos,
         name + ": Auto computes on the CPU (== CPU bitwise) and records why");
   return true;
@@ -193,7 +206,7 @@ int
 itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
 {
   std::string whyNot;
-  if (itk::NonLocalMeansBackend::CreateCUDABackend(whyNot).IsNull())
+  if (!itk::NonLocalMeansBackendSelection::CUDAIsUsable(whyNot))
   {
     std::cout << "Skipped: no usable CUDA backend (" << whyNot << ")" << std::endl;
     return 77;

@@ -21,6 +21,7 @@
 // Needs an NVRTC library but no GPU; exits 77 (skipped) when no NVRTC can be loaded.
 
 #include "itkNonLocalMeansKernelCompiler.h"
+#include "itkNonLocalMeansOverrides.h"
 #include "itkCudaDriver.h"
 #include "itkMacro.h"
 
@@ -42,23 +43,13 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
   std::cout << "NVRTC " << itk::nlm::NvrtcVersion(*nvrtc) / 1000.0 << " from " << itk::cuda::GetNvrtcLibraryPath()
             << std::endl;
   // Compile for real: no disk cache.
-#if defined(_WIN32)
-  _putenv_s("CUDANONLOCALMEANS_KERNEL_CACHE", "0");
-#else
-  setenv("CUDANONLOCALMEANS_KERNEL_CACHE", "0", 1);
-#endif
-  bool             quick = false;
+  itk::nlm::Overrides overrides = itk::nlm::GetOverrides();
+  overrides.KernelCacheDirectory.clear();
+  itk::nlm::SetOverrides(overrides);
   std::vector<int> archs;
   for (int i = 1; i < argc; ++i)
   {
-    if (std::string(argv[i]) == "--quick")
-    {
-      quick = true;
-    }
-    else
-    {
-      archs.push_back(std::atoi(argv[i]));
-    }
+    archs.push_back(std::atoi(argv[i]));
   }
   if (archs.empty())
   {
@@ -103,10 +94,6 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 4, 2, 3, 1, 16, 8, 4, 2, 256, 1, false, false, false, false },
     { 4, 1, 5, 1, 8, 4, 2, 2, 32, 1, false, true, true, true },
   };
-  if (quick)
-  {
-    variants.resize(2);
-  }
   int failures = 0;
   for (const auto & v : variants)
   {
@@ -133,7 +120,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
         const auto k = itk::nlm::CompileKernel(*nvrtc, c, arch);
         std::cout << "ok   " << k.Target << " " << c.Describe() << ": " << k.Image.size() << " bytes, "
                   << static_cast<int>(k.Milliseconds) << " ms" << std::endl;
-        if (std::getenv("CUDANONLOCALMEANS_NVRTC_OPTIONS") && !k.Log.empty())
+        if (!overrides.NvrtcOptions.empty() && !k.Log.empty())
         {
           std::cout << k.Log << std::endl;
         }

@@ -15,7 +15,6 @@ Where scikit-image accepts input it cannot process meaningfully, this function r
 or NaN). A negative ``h`` or ``sigma`` is used by its absolute value, as scikit-image does.
 """
 
-import ctypes
 import glob
 import importlib.metadata
 import operator
@@ -31,7 +30,7 @@ try:
 except importlib.metadata.PackageNotFoundError:  # imported from a source tree
     __version__ = "unknown"
 
-_NVRTC_VARIABLE = "CUDANONLOCALMEANS_NVRTC_LIBRARY"
+_NVRTC_FALLBACK_VARIABLE = "CUDANONLOCALMEANS_NVRTC_FALLBACK"
 
 
 def _pip_nvrtc_library():
@@ -49,28 +48,14 @@ def _pip_nvrtc_library():
     return None
 
 
-def _system_nvrtc_loads():
-    """Whether the module's own search (loader path, CUDA_PATH, /usr/local/cuda) finds NVRTC."""
-    names = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
-    roots = [os.environ.get(v, "") for v in ("CUDA_PATH", "CUDA_HOME")] + ["/usr/local/cuda"]
-    candidates = names + [os.path.join(r, "lib64", n) for r in roots if r for n in names]
-    for candidate in candidates:
-        try:
-            ctypes.CDLL(candidate)
-            return True
-        except OSError:
-            continue
-    return False
-
-
 def _use_pip_nvrtc_when_needed():
-    """Lets `pip install itk-cudanonlocalmeans[nvrtc]` work without a CUDA toolkit: when no NVRTC
-    is named or found otherwise, name pip's for the CUDA backend (read when it first loads NVRTC)."""
-    if os.environ.get(_NVRTC_VARIABLE) or os.name == "nt":
+    """Lets `pip install itk-cudanonlocalmeans[nvrtc]` work without a CUDA toolkit: pip's NVRTC is
+    named as the fallback of the filter's own NVRTC search, tried when the search finds none."""
+    if os.environ.get(_NVRTC_FALLBACK_VARIABLE) or os.name == "nt":
         return
     library = _pip_nvrtc_library()
-    if library and not _system_nvrtc_loads():
-        os.environ[_NVRTC_VARIABLE] = library
+    if library:
+        os.environ[_NVRTC_FALLBACK_VARIABLE] = library
 
 
 _use_pip_nvrtc_when_needed()

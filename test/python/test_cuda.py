@@ -45,7 +45,7 @@ def test_wrapped_filter_reports_the_gpu():
     f = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New(image, PatchSize=3, PatchDistance=2,
                                                                    Backend=enums.Backend_CUDA)
     f.Update()
-    assert f.GetBackendUsed() == "CUDA"
+    assert f.GetBackendUsed() == enums.Backend_CUDA
     printed = str(f)
     print(printed)
     assert "CUDA" in printed
@@ -69,6 +69,6 @@ def test_auto_computes_what_cuda_refuses():
     auto.Update()
     cpu = itk.CudaNonLocalMeansImageFilter[ImageType, ImageType].New(image, Backend=enums.Backend_CPU, **settings)
     cpu.Update()
-    assert auto.GetBackendUsed() == "CPU"
+    assert auto.GetBackendUsed() == enums.Backend_CPU
     assert "CPUFallbackReason: the CUDA backend could not run this problem" in str(auto)
     assert np.array_equal(itk.array_from_image(auto.GetOutput()), itk.array_from_image(cpu.GetOutput()))

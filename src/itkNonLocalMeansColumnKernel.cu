@@ -1,0 +1,294 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+#include "itkNonLocalMeansKernelCommon.cuh"
+
+// The column kernel (3D, patch size >= 3). A block first copies its footprint of the padded input
+// (its tile's patch terms extended by the patch distance on every side) into shared memory, whose
+// strides are compile-time constants, then runs without barriers. A warp covers 32 cells along
+// axis 0, of which the first 32 - EXT are output voxels; each thread owns NLM_ROWS rows along
+// axis 1 and the T2 planes of the tile along axis 2, and keeps their accumulators in registers. For
+// every shift t it marches through its planes and computes, for each of its voxels c, both
+// raw(c, t) and raw(c, -t) = raw(c - t, t) (contract 2.3: the same squares in the same order), so
+// the weights of the centre and of the target term need nothing from other threads but the terms
+// of their neighbours along axis 0 (shuffles). Sums: along axis 0 across lanes, along axis 1 over
+// the thread's rows, along axis 2 over the planes of the march, in the contract's order.
+namespace
+{
+constexpr int R = NLM_ROWS;
+constexpr int RE = R + EXT; // rows of terms per thread
+constexpr int TZ = T2;
+// Footprint of a block in shared memory (cells), and its strides.
+constexpr int FX = 32 + 2 * PD;
+constexpr int FY = T1 + EXT + 2 * PD;
+constexpr int FZ = T2 + EXT + 2 * PD;
+constexpr int FXY = FX * FY;
+static_assert(DIM == 3 && WIN >= 1, "the column kernel is for 3D with a patch size of 3 or more");
+static_assert(T0 == 32 - EXT && T1 * 32 == R * NT && NT % 32 == 0, "one warp per R rows of 32 - EXT voxels");
+
+/** Whether the target term of a shift is added first (a compile-time tag). */
+template <bool TargetFirst>
+struct Order
+{
+  static constexpr bool value = TargetFirst;
+};
+
+/** A weight of the column kernel, in its stored form. */
+__device__ __forceinline__ WeightStore
+ColumnWeight(Real raw, Real norm, Real invNorm, double negScale, bool half)
+{
+#if NLM_REAL_IS_FLOAT
+  return Weight(raw, norm, invNorm, half);
+#else
+  return itk::nlm::FastModeWeightHighWordScaled(raw, norm, negScale, half);
+#endif
+}
+} // namespace
+
+extern "C" __global__ void
+__launch_bounds__(NT, NLM_MINBLOCKS)
+  nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out, itk::nlm::FastKernelParameters p)
+{
+  extern __shared__ double sharedRaw[];
+  Real *                   F = reinterpret_cast<Real *>(sharedRaw);
+  long long                tile = p.tileOffset + blockIdx.x;
+  const long long          c0 = tile % p.tiles[0];
+  tile /= p.tiles[0];
+  const long long c1 = tile % p.tiles[1];
+  const long long c2 = tile / p.tiles[1];
+  const int       lane = threadIdx.x % 32;
+  const int       warp = threadIdx.x / 32;
+
+  // The footprint starts at padded cell lo + 1 on every axis: the first patch term of the tile's
+  // first voxel is at lo + E - O + 1 = lo + PD + 1, and shifts reach PD further on each side.
+  {
+    const Real * src = Y + ((c0 * T0 + 1) + (c1 * T1 + 1) * p.ySize[0] + (c2 * T2 + 1) * p.ySize[0] * p.ySize[1]) * K;
+    const Index  ys1 = static_cast<Index>(p.ySize[0]);
+    const Index  ys2 = ys1 * static_cast<Index>(p.ySize[1]);
+    for (int f = threadIdx.x; f < FXY * FZ; f += NT)
+    {
+      const int   x = f % FX;
+      const int   y = (f / FX) % FY;
+      const int   z = f / FXY;
+      const Index at = (x + y * ys1 + z * ys2) * K;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        F[f * K + k] = src[at + k];
+      }
+    }
+  }
+  __syncthreads();
+
+  // This thread's first patch term in the footprint, and its voxel's offset from it.
+  const Real *  own = F + ((lane + PD) + (warp * R + PD) * FX + PD * FXY) * K;
+  constexpr int centre = (O - 1) * (1 + FX + FXY) * K;
+  const Real    norm = static_cast<Real>(p.norm);
+  const Real    invNorm = static_cast<Real>(p.invNorm);
+  const Real    noise = static_cast<Real>(p.noise);
+  const double  negScale = p.negScale;
+
+  Real ws[R][TZ];
+  Real rs[R][TZ][K];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+  {
+#pragma unroll
+    for (int q = 0; q < TZ; ++q)
+    {
+      ws[r][q] = 0;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[r][q][k] = 0;
+      }
+    }
+  }
+
+  // One shift; `order` tells whether the target term comes first (t lexicographically positive),
+  // so that the accumulation needs no branch.
+  auto shift = [&](auto order, int t0, int t1, int t2) {
+    const bool   half = (t0 == 0);
+    const int    tOff = (t0 + t1 * FX + t2 * FXY) * K;
+    const Real * plus = own + tOff;
+    const Real * minus = own - tOff;
+    // Sums along axes 0 and 1 of the last WIN planes, for +t and -t, per row.
+    Real ringP[R][WIN];
+    Real ringM[R][WIN];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+    {
+#pragma unroll
+      for (int j = 0; j < WIN; ++j)
+      {
+        ringP[r][j] = 0;
+        ringM[r][j] = 0;
+      }
+    }
+    // Patch size 3: a voxel's first patch term is at the voxel, so the values of its centre and
+    // target terms are those of that term (kept for EXT planes).
+    Real keepP[R][TZ + EXT][K];
+    Real keepM[R][TZ + EXT][K];
+#pragma unroll
+    for (int pl = 0; pl < TZ + EXT; ++pl)
+    {
+      Real aP[RE];
+      Real aM[RE];
+#pragma unroll
+      for (int r = 0; r < RE; ++r)
+      {
+        const int at = (r * FX + pl * FXY) * K;
+        Real      dP = 0;
+        Real      dM = 0;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+        {
+          const Real value = own[at + k];
+          const Real valueP = plus[at + k];
+          const Real valueM = minus[at + k];
+          if (r < R)
+          {
+            keepP[r][pl][k] = valueP;
+            keepM[r][pl][k] = valueM;
+          }
+          const Real diffP = value - valueP;
+          const Real diffM = value - valueM;
+          dP = (k == 0) ? diffP * diffP : dP + diffP * diffP;
+          dM = (k == 0) ? diffM * diffM : dM + diffM * diffM;
+        }
+        dP = dP - noise;
+        dM = dM - noise;
+        Real sP = dP;
+        Real sM = dM;
+#pragma unroll
+        for (int j = 1; j < WIN; ++j)
+        {
+          sP = sP + __shfl_down_sync(0xffffffffu, dP, j);
+          sM = sM + __shfl_down_sync(0xffffffffu, dM, j);
+        }
+        aP[r] = sP;
+        aM[r] = sM;
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+      {
+        Real bP = aP[r];
+        Real bM = aM[r];
+#pragma unroll
+        for (int j = 1; j < WIN; ++j)
+        {
+          bP = bP + aP[r + j];
+          bM = bM + aM[r + j];
+        }
+#pragma unroll
+        for (int j = 0; j + 1 < WIN; ++j)
+        {
+          ringP[r][j] = ringP[r][j + 1];
+          ringM[r][j] = ringM[r][j + 1];
+        }
+        ringP[r][WIN - 1] = bP;
+        ringM[r][WIN - 1] = bM;
+        if (pl >= EXT)
+        {
+          const int q = pl - EXT;
+          Real      rawP = ringP[r][0];
+          Real      rawM = ringM[r][0];
+#pragma unroll
+          for (int j = 1; j < WIN; ++j)
+          {
+            rawP = rawP + ringP[r][j];
+            rawM = rawM + ringM[r][j];
+          }
+          const Real wc = Unpack(ColumnWeight(rawP, norm, invNorm, negScale, half));
+          const Real wt = Unpack(ColumnWeight(rawM, norm, invNorm, negScale, half));
+          const int  c = centre + (r * FX + q * FXY) * K;
+          Real       yc[K];
+          Real       yt[K];
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+          {
+            yc[k] = (O == 1) ? keepP[r][q][k] : plus[c + k];
+            yt[k] = (O == 1) ? keepM[r][q][k] : minus[c + k];
+          }
+          if constexpr (decltype(order)::value)
+          {
+            ws[r][q] = (ws[r][q] + wt) + wc;
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+            {
+              rs[r][q][k] = (rs[r][q][k] + wt * yt[k]) + wc * yc[k];
+            }
+          }
+          else
+          {
+            ws[r][q] = (ws[r][q] + wc) + wt;
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+            {
+              rs[r][q][k] = (rs[r][q][k] + wc * yc[k]) + wt * yt[k];
+            }
+          }
+        }
+      }
+    }
+  };
+  for (int t2 = itk::nlm::FirstShift(2, PD); t2 <= PD; ++t2)
+  {
+    for (int t1 = itk::nlm::FirstShift(1, PD); t1 <= PD; ++t1)
+    {
+#pragma unroll 1
+      for (int t0 = itk::nlm::FirstShift(0, PD); t0 <= PD; ++t0)
+      {
+        const int t[3] = { t0, t1, t2 };
+        if (itk::nlm::IsLexicographicallyPositive(t, DIM))
+        {
+          shift(Order<true>(), t0, t1, t2);
+        }
+        else
+        {
+          shift(Order<false>(), t0, t1, t2);
+        }
+      }
+    }
+  }
+
+  // Normalise and store the voxels inside the output region.
+  const long long g0 = c0 * T0 + lane;
+  const long long g1 = c1 * T1 + warp * R;
+  const long long g2 = c2 * T2;
+  if (lane < T0 && g0 < p.outSize[0])
+  {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+    {
+#pragma unroll
+      for (int q = 0; q < TZ; ++q)
+      {
+        if (g1 + r < p.outSize[1] && g2 + q < p.outSize[2])
+        {
+          const long long o = g0 + p.outSize[0] * ((g1 + r) + p.outSize[1] * (g2 + q));
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+          {
+            out[o * K + k] = static_cast<TOut>(static_cast<TIn>(rs[r][q][k] / ws[r][q]));
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,178 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkNonLocalMeansKernelCommon_cuh
+#define itkNonLocalMeansKernelCommon_cuh
+
+// Non-local means kernels (fast mode), compiled at run time by NVRTC, one module per
+// configuration, with --fmad=false. They implement doc/numerical-contract.md and produce bitwise
+// the output of the CPU backend (src/itkNonLocalMeansCPUBackend.cxx): a block owns a tile of output
+// voxels; for every shift t, in scikit-image's order, it computes the weights over the union of the
+// tile and the tile shifted by -t with the contract's separable sums (axis 0 first), in shared
+// memory and registers, and every thread adds both terms of each of its voxels in the contract's
+// order.
+//
+// Per shift: pass A sums the patch terms D along axis 0 (when a row of the box fits a warp, one
+// warp per row and the neighbours' terms through shuffles; otherwise each thread evaluates the terms
+// of its cell); pass B sums along axis 1 from shared memory and, in 3D, along axis 2 in registers
+// while marching through the planes (in NLM_ZS segments), and turns the sums into weights, kept as
+// the 32-bit high words of their doubles (the low words are zero); the gather adds the two terms of
+// every voxel. Two barriers per shift (three in 4D, where axis 2 is summed from shared memory and
+// axis 3 in registers).
+//
+// Configuration macros (set by the host):
+//   NLM_DIM        spatial dimensions, 2..4
+//   NLM_K          components per pixel
+//   NLM_S          odd patch size
+//   NLM_PD         patch distance
+//   NLM_T0..NLM_T3 tile extent per axis (1 for unused axes)
+//   NLM_NT         threads per block (divides the tile's voxel count)
+//   NLM_ZS         segments of the march along axis 2 in pass B (3D)
+//   NLM_MINBLOCKS  blocks per SM the registers are budgeted for
+//   NLM_TIN        element type of the uploaded input: float or double
+//   NLM_TOUT       element type of the output: float or double
+//   NLM_REAL       arithmetic type, also of the padded input: double (bitwise contract) or float
+//   NLM_REAL_IS_FLOAT 1 for float arithmetic
+//   NLM_INDEX      integer type of offsets inside a block's footprint: int or long long
+//   NLM_ROWS       column kernel: rows along axis 1 per thread
+//
+// The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (3D, patch size 3 or
+// more) in itkNonLocalMeansColumnKernel.cu; the host compiles one of them per configuration.
+
+#include "itkNonLocalMeansNumerics.h"
+#include "itkNonLocalMeansKernelParameters.h"
+
+typedef NLM_TIN   TIn;
+typedef NLM_TOUT  TOut;
+typedef NLM_REAL  Real;
+typedef NLM_INDEX Index;
+
+namespace
+{
+constexpr int DIM = NLM_DIM;
+constexpr int K = NLM_K;
+constexpr int S = NLM_S;
+constexpr int O = S / 2;
+constexpr int WIN = S - 1; // samples per axis of scikit-image's (s-1)-wide patch box
+constexpr int EXT = (WIN > 0) ? WIN - 1 : 0;
+constexpr int PD = NLM_PD;
+constexpr int E = O + PD; // padding of the input on each side of a used axis
+constexpr int T0 = NLM_T0;
+constexpr int T1 = NLM_T1;
+constexpr int T2 = NLM_T2;
+constexpr int T3 = NLM_T3;
+constexpr int NT = NLM_NT;
+
+static_assert(DIM >= 2 && DIM <= 4, "2D, 3D or 4D");
+static_assert(DIM > 2 || (T2 == 1 && T3 == 1), "unused axes have extent 1");
+static_assert(DIM > 3 || T3 == 1, "unused axes have extent 1");
+
+#if NLM_REAL_IS_FLOAT
+typedef float WeightStore; // float weights: stored as they are
+#else
+typedef unsigned int WeightStore; // double weights: their high 32 bits (the low 32 are zero)
+#endif
+
+__device__ __forceinline__ int
+Iabs(int v)
+{
+  return v < 0 ? -v : v;
+}
+__device__ __forceinline__ int
+Imax(int a, int b)
+{
+  return a > b ? a : b;
+}
+
+/** Weight of a raw distance, in its stored form. */
+__device__ __forceinline__ WeightStore
+Weight(Real raw, Real norm, Real invNorm, bool half)
+{
+#if NLM_REAL_IS_FLOAT
+  const float dist = ((0.0f > raw) ? 0.0f : raw) * invNorm;
+  if (dist > 5.0f)
+  {
+    return 0.0f;
+  }
+  // Schraudolph's exponential in float: the same 32-bit integer as the double version, whose
+  // value (a double with 20 mantissa bits) is exactly representable as a float.
+  const int      i = __float2int_rz(static_cast<float>(itk::nlm::kExpA) * -dist) + itk::nlm::kExpBC;
+  const unsigned bits = (static_cast<unsigned>(i) - (896u << 20)) << 3;
+  return (half ? 0.5f : 1.0f) * __uint_as_float(bits);
+#else
+  return itk::nlm::FastModeWeightHighWordNoDivision(raw, norm, invNorm, half);
+#endif
+}
+
+/** A stored weight as a number. */
+__device__ __forceinline__ Real
+Unpack(WeightStore w)
+{
+#if NLM_REAL_IS_FLOAT
+  return w;
+#else
+  return __hiloint2double(static_cast<int>(w), 0);
+#endif
+}
+
+/** D(y) for the current shift: sum over channels of the squared difference, minus the noise term. */
+__device__ __forceinline__ Real
+PatchTerm(const Real * __restrict__ y, Index tOff, Real noise)
+{
+  Real acc = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+  {
+    const Real diff = y[k] - y[tOff * K + k];
+    acc = (k == 0) ? diff * diff : acc + diff * diff;
+  }
+  return acc - noise;
+}
+} // namespace
+
+/** Reflect-pads the uploaded input into the working array in the arithmetic type (NumPy's
+ * mode='reflect' about the whole image), one cell per thread (grid-stride). Cells beyond the region
+ * the output needs (there only because tiles are rounded up) are clamped to its border. */
+extern "C" __global__ void
+nlm_pad(const TIn * __restrict__ in, Real * __restrict__ out, itk::nlm::PadKernelParameters p)
+{
+  const long long total = p.padSize[0] * p.padSize[1] * p.padSize[2] * p.padSize[3];
+  for (long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; cell < total;
+       cell += static_cast<long long>(gridDim.x) * blockDim.x)
+  {
+    long long rest = cell;
+    long long src = 0;
+    long long stride = 1;
+    for (int a = 0; a < 4; ++a)
+    {
+      const long long i = rest % p.padSize[a];
+      rest /= p.padSize[a];
+      long long c = p.padStart[a] + i;
+      c = (c < p.clampLo[a]) ? p.clampLo[a] : ((c > p.clampHi[a]) ? p.clampHi[a] : c);
+      const long long g = itk::nlm::ReflectIndex(c, p.imageSize[a]) - p.inStart[a];
+      src += g * stride;
+      stride *= p.inSize[a];
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      out[cell * K + k] = static_cast<Real>(in[src * K + k]);
+    }
+  }
+}
+
+#endif

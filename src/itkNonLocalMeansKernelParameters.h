@@ -1,0 +1,62 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkNonLocalMeansKernelParameters_h
+#define itkNonLocalMeansKernelParameters_h
+
+// The parameter blocks of the CUDA kernels, passed by value to cuLaunchKernel. Compiled by the
+// host C++ compiler for the CUDA backend and, as text, by NVRTC for the kernels, so that both
+// sides share one layout. Built-in types only; includes nothing.
+
+namespace itk
+{
+namespace nlm
+{
+
+/** Parameters of one launch of nlm_fast (one chunk of tiles of one slab). */
+struct FastKernelParameters
+{
+  long long ySize[4];   // padded input extent per axis (cells)
+  long long outSize[4]; // output region extent per axis
+  long long tiles[4];   // tiles per axis
+  long long tileOffset; // first tile of this launch
+  double    norm;       // the distance normalization (doc/numerical-contract.md 2.1)
+  double    invNorm;    // the double nearest 1 / norm
+  double    noise;      // K * (2 * sigma^2)
+  double    negScale;   // WeightScale(norm), for FastModeWeightHighWordScaled
+};
+
+/** Parameters of nlm_pad (reflect padding of the uploaded input planes). */
+struct PadKernelParameters
+{
+  long long padStart[4];  // image index of the first padded cell, per axis
+  long long padSize[4];   // padded extent
+  long long imageSize[4]; // whole image extent (reflection borders)
+  long long inStart[4];   // image index of the first cell of the uploaded input
+  long long inSize[4];    // extent of the uploaded input
+  long long clampLo[4];   // image indices outside [clampLo, clampHi] only feed discarded voxels
+  long long clampHi[4];
+};
+
+/** Threads per block of nlm_pad, and the most blocks of one launch (it strides over the rest). */
+constexpr int PadKernelThreads = 256;
+constexpr int PadKernelMaximumBlocks = 65535 * 8;
+
+} // namespace nlm
+} // namespace itk
+
+#endif

@@ -1,0 +1,583 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#include "itkNonLocalMeansLaunchPlan.h"
+#include "itkNonLocalMeansNumerics.h"
+#include "itkMacro.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <limits>
+
+namespace itk
+{
+namespace nlm
+{
+namespace
+{
+using Problem = NonLocalMeansBackend::Problem;
+
+// Instruction issue of an H200, as measured for the cost model: warp instructions per cycle per
+// resident warp, and the most per cycle and multiprocessor.
+constexpr double IssuePerResidentWarp = 0.095;
+constexpr double MostIssuePerCycle = 3.2;
+// Accumulators a thread may keep in registers (doubles).
+constexpr int MostAccumulators = 32;
+// Threads and blocks resident on one multiprocessor, and registers per multiprocessor.
+constexpr int ResidentThreads = 2048;
+constexpr int MostBlocksPerMultiprocessor = 32;
+constexpr int Registers = 65536;
+// Shared memory the driver reserves per block.
+constexpr int SharedReservedPerBlock = 1024;
+// Offsets inside one block's footprint above this need 64-bit indices.
+constexpr double NarrowIndexLimit = 2.0e9;
+
+/** The configuration fields that follow from the problem alone. */
+KernelConfig
+BaseConfiguration(const Problem & p)
+{
+  KernelConfig base;
+  base.Dimension = static_cast<int>(p.Dimension);
+  base.Components = static_cast<int>(p.Components);
+  base.PatchSize = NonLocalMeansBackend::EffectivePatchSize(p.PatchSize);
+  base.PatchDistance = p.PatchDistance;
+  base.InputDouble = p.InputType == NonLocalMeansBackend::ElementType::Float64;
+  base.OutputDouble = p.OutputType == NonLocalMeansBackend::ElementType::Float64;
+  base.SinglePrecision = p.SinglePrecision;
+  return base;
+}
+
+/** Whether the 3D column kernel applies: 3D, patch 3 to 11, not switched off, and weights that
+ * can use the scaled form (-kExpA / norm a finite double: h above about 1e-151). */
+bool
+ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
+{
+  return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= 11 && o.TileShape.empty() && !o.ColumnKernelOff &&
+         std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+}
+
+/** The first column-kernel shape that fits the device, in the order of preference measured on an
+ * H200 (BENCHMARKS.md); `found` false when none fits. */
+KernelConfig
+ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const Overrides & o, bool & found)
+{
+  // {rows, planes, warps, blocks per SM}: float64 arithmetic, float arithmetic, several components,
+  // then smaller footprints.
+  std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
+  if (base.Components > 1)
+  {
+    shapes.insert(shapes.begin(), { 1, 4, 4, 2 });
+  }
+  else if (base.SinglePrecision)
+  {
+    shapes.insert(shapes.begin(), { 2, 8, 4, 2 });
+  }
+  if (!o.ColumnShape.empty())
+  {
+    std::vector<int> forced = o.ColumnShape;
+    forced[3] = std::min(forced[3], ResidentThreads / 32 / forced[2]);
+    shapes = { forced };
+  }
+  for (auto shape : shapes)
+  {
+    while (shape[1] > 1 && shape[0] * shape[1] * (base.Components + 1) > MostAccumulators)
+    {
+      shape[1] /= 2;
+    }
+    KernelConfig k = base;
+    k.Rows = shape[0];
+    k.Tile[0] = 32 - (base.PatchSize - 2);
+    k.Tile[1] = shape[0] * shape[2];
+    k.Tile[2] = shape[1];
+    k.Tile[3] = 1;
+    k.ThreadCount = 32 * shape[2];
+    k.ZSegments = 1;
+    k.MinBlocks = shape[3];
+    const std::size_t shared = k.SharedBytes();
+    while (k.MinBlocks > 1 && static_cast<std::size_t>(k.MinBlocks) * (shared + SharedReservedPerBlock) >
+                                static_cast<std::size_t>(limits.SharedPerMultiprocessor))
+    {
+      --k.MinBlocks;
+    }
+    if (shared <= static_cast<std::size_t>(limits.SharedPerBlockOptIn))
+    {
+      found = true;
+      return k;
+    }
+  }
+  found = false;
+  return base;
+}
+
+/** Tile extents to try per axis (dimension `n`): {T0, T1, T2, T3}. Along axis 0 the preferred
+ * extent makes a row of patch terms fill one warp exactly. */
+std::vector<std::vector<int>>
+CandidateTiles(const KernelConfig & base)
+{
+  const int        win = base.PatchSize - 1;
+  const int        ext = (win > 0) ? win - 1 : 0;
+  std::vector<int> t0s = { 8, 16, 32 };
+  const int        rowFit = (32 - base.PatchDistance - ext) / 4 * 4;
+  if (rowFit >= 4 && std::find(t0s.begin(), t0s.end(), rowFit) == t0s.end())
+  {
+    t0s.push_back(rowFit);
+  }
+  std::vector<std::vector<int>> tiles;
+  for (int a : t0s)
+  {
+    if (base.Dimension == 2)
+    {
+      for (int b : { 8, 16, 32, 64 })
+      {
+        tiles.push_back({ a, b, 1, 1 });
+      }
+    }
+    else if (base.Dimension == 3)
+    {
+      for (int b : { 4, 8, 16 })
+      {
+        for (int c : { 4, 8, 16 })
+        {
+          tiles.push_back({ a, b, c, 1 });
+        }
+      }
+    }
+    else
+    {
+      for (int b : { 4, 8 })
+      {
+        for (int c : { 2, 4, 8 })
+        {
+          for (int d : { 2, 4 })
+          {
+            tiles.push_back({ a, b, c, d });
+          }
+        }
+      }
+    }
+  }
+  return tiles;
+}
+
+/** Tiled candidates {T0, T1, T2, T3, threads, segments, blocks}: every tile with every thread
+ * count that divides it into 2 or more voxels per thread within the accumulator budget, every
+ * march segmentation (3D) and every block budget that fits the resident threads. */
+std::vector<std::vector<int>>
+CandidateConfigurations(const KernelConfig & base)
+{
+  static const int              threadCounts[] = { 64, 96, 128, 160, 192, 224, 256, 384, 448, 512, 768, 896, 1024 };
+  std::vector<std::vector<int>> candidates;
+  for (const auto & t : CandidateTiles(base))
+  {
+    const int voxels = t[0] * t[1] * t[2] * t[3];
+    for (int threads : threadCounts)
+    {
+      if (voxels % threads != 0 || voxels / threads < 2 ||
+          (voxels / threads) * (base.Components + 1) > MostAccumulators)
+      {
+        continue;
+      }
+      for (int segments : { 1, 2, 4 })
+      {
+        if (segments > 1 && (base.Dimension != 3 || segments > t[2]))
+        {
+          continue;
+        }
+        for (int minBlocks : { 1, 2, 3, 4 })
+        {
+          if (threads * minBlocks <= ResidentThreads)
+          {
+            candidates.push_back({ t[0], t[1], t[2], t[3], threads, segments, minBlocks });
+          }
+        }
+      }
+    }
+  }
+  if (candidates.empty())
+  {
+    candidates.push_back({ 8, 8, base.Dimension > 2 ? 4 : 1, base.Dimension > 3 ? 2 : 1, 64, 1, 1 });
+  }
+  return candidates;
+}
+
+/** The tiled configuration of least estimated cost among the candidates (or the forced shape). */
+KernelConfig
+ChooseTiledShape(const Problem & p, const KernelConfig & base, const DeviceLimits & limits, const Overrides & o)
+{
+  const bool   forced = !o.TileShape.empty();
+  const auto   candidates = forced ? std::vector<std::vector<int>>{ o.TileShape } : CandidateConfigurations(base);
+  KernelConfig best = base;
+  double       bestCost = std::numeric_limits<double>::infinity();
+  for (const auto & c : candidates)
+  {
+    KernelConfig k = base;
+    for (int a = 0; a < 4; ++a)
+    {
+      k.Tile[a] = c[static_cast<std::size_t>(a)];
+    }
+    k.ThreadCount = c[4];
+    k.ZSegments = c[5];
+    k.MinBlocks = c[6];
+    const int voxels = k.Tile[0] * k.Tile[1] * k.Tile[2] * k.Tile[3];
+    if (k.SharedBytes() > static_cast<std::size_t>(limits.SharedPerBlockOptIn) || k.Threads() > 1024 ||
+        voxels % k.Threads() != 0)
+    {
+      continue;
+    }
+    const double cost = forced ? 0.0 : EstimateCost(k, limits.SharedPerMultiprocessor);
+    if (o.ListConfigurations)
+    {
+      std::cout << "configuration " << k.Describe() << ": estimated cost " << cost << std::endl;
+    }
+    if (cost < bestCost)
+    {
+      bestCost = cost;
+      best = k;
+    }
+  }
+  if (!std::isfinite(bestCost))
+  {
+    itkGenericExceptionMacro("PatchSize " << p.PatchSize << " with PatchDistance " << p.PatchDistance
+                                          << " needs more shared memory per block than this GPU offers ("
+                                          << limits.SharedPerBlockOptIn << " bytes) in " << p.Dimension
+                                          << "D; use a smaller PatchDistance or the CPU backend.");
+  }
+  return best;
+}
+
+/** Device bytes of a slab `planes` output planes thick: padded input, uploaded input, output. */
+std::uint64_t
+SlabBytes(const Problem & p, const KernelConfig & c, const long long (&tileSpan)[4], int A, long long planes)
+{
+  const int       E = c.PatchSize / 2 + c.PatchDistance;
+  const long long rounded = (planes + c.Tile[A] - 1) / c.Tile[A] * c.Tile[A];
+  double          padded = static_cast<double>(rounded + 2 * E);
+  double          input = static_cast<double>(std::min<long long>(p.InputSize[A], rounded + 2 * E));
+  double          output = static_cast<double>(planes);
+  for (int a = 0; a < A; ++a)
+  {
+    padded *= static_cast<double>(tileSpan[a] + 2 * E);
+    input *= static_cast<double>(p.InputSize[a]);
+    output *= static_cast<double>(p.OutputSize[a]);
+  }
+  const double realBytes = c.SinglePrecision ? sizeof(float) : sizeof(double);
+  return static_cast<std::uint64_t>(padded * c.Components * realBytes +
+                                    input * c.Components * ElementBytes(p.InputType) +
+                                    output * c.Components * ElementBytes(p.OutputType));
+}
+
+/** Whether offsets inside one block's footprint need 64-bit indices. */
+bool
+NeedsWideIndex(const KernelConfig & c, const LaunchPlan & plan, int n)
+{
+  const int E = c.PatchSize / 2 + c.PatchDistance;
+  double    span = 0.0, stride = 1.0;
+  for (int a = 0; a < n; ++a)
+  {
+    const long long extent =
+      (a == plan.OuterAxis ? std::min(plan.SlabPlanes, plan.TileSpan[a]) : plan.TileSpan[a]) + 2 * E;
+    span += (c.Tile[a] + 2.0 * E) * stride;
+    stride *= static_cast<double>(extent);
+  }
+  return span * c.Components > NarrowIndexLimit;
+}
+
+/** The input planes along axis A that slab [first, end) reads: the reflections of
+ * [first - E, end + E) about the image, as image indices [lo, hi). */
+void
+InputPlanesOfSlab(const Problem & p, int A, int E, long long first, long long end, long long & lo, long long & hi)
+{
+  lo = std::numeric_limits<long long>::max();
+  hi = std::numeric_limits<long long>::min();
+  for (long long g = p.OutputStart[A] + first - E; g < p.OutputStart[A] + end + E; ++g)
+  {
+    const long long r = ReflectIndex(g, p.ImageSize[A]);
+    lo = std::min(lo, r);
+    hi = std::max(hi, r + 1);
+  }
+}
+
+void
+SetPadParameters(const Problem & p, const LaunchPlan & plan, SlabPlan & s, const long long (&padSize)[4])
+{
+  const int n = static_cast<int>(p.Dimension);
+  const int A = plan.OuterAxis;
+  const int E = plan.Config.PatchSize / 2 + plan.Config.PatchDistance;
+  for (int a = 0; a < 4; ++a)
+  {
+    const bool      used = a < n;
+    const long long origin = used ? p.OutputStart[a] + ((a == A) ? s.First : 0) : 0;
+    s.Pad.padStart[a] = used ? origin - E : 0;
+    s.Pad.padSize[a] = padSize[a];
+    s.Pad.imageSize[a] = used ? p.ImageSize[a] : 1;
+    s.Pad.inStart[a] = (a == A) ? s.InputFirst : (used ? p.InputStart[a] : 0);
+    s.Pad.inSize[a] = (a == A) ? s.InputEnd - s.InputFirst : (used ? p.InputSize[a] : 1);
+    // Cells beyond the output region plus E (tile rounding) only feed discarded voxels: clamp
+    // them so that every read stays inside the uploaded input.
+    s.Pad.clampLo[a] = used ? origin - E : 0;
+    s.Pad.clampHi[a] = used ? origin + ((a == A) ? s.End - s.First : p.OutputSize[a]) + E - 1 : 0;
+  }
+  s.InputPlanesNeeded.resize(static_cast<std::size_t>(padSize[A]));
+  for (long long j = 0, most = 0; j < padSize[A]; ++j)
+  {
+    const long long c = std::min(std::max(s.Pad.padStart[A] + j, s.Pad.clampLo[A]), s.Pad.clampHi[A]);
+    most = std::max(most, ReflectIndex(c, s.Pad.imageSize[A]) - s.InputFirst + 1);
+    s.InputPlanesNeeded[static_cast<std::size_t>(j)] = most;
+  }
+}
+
+void
+SetFastParameters(const Problem & p, const LaunchPlan & plan, SlabPlan & s, const long long (&padSize)[4])
+{
+  const int       n = static_cast<int>(p.Dimension);
+  const int       A = plan.OuterAxis;
+  const auto &    c = plan.Config;
+  const long long span = (s.End - s.First + c.Tile[A] - 1) / c.Tile[A] * c.Tile[A];
+  for (int a = 0; a < 4; ++a)
+  {
+    s.Fast.ySize[a] = padSize[a];
+    s.Fast.outSize[a] = (a < n) ? ((a == A) ? s.End - s.First : p.OutputSize[a]) : 1;
+    s.Fast.tiles[a] = (a < n) ? ((a == A) ? span : plan.TileSpan[a]) / c.Tile[a] : 1;
+  }
+  const double norm = NonLocalMeansBackend::Normalization(p);
+  s.Fast.tileOffset = 0;
+  s.Fast.norm = norm;
+  s.Fast.invNorm = 1.0 / norm;
+  s.Fast.noise = static_cast<double>(p.Components) * (2.0 * (p.Sigma * p.Sigma));
+  s.Fast.negScale = WeightScale(norm);
+}
+
+void
+SetChunks(const LaunchPlan & plan, SlabPlan & s, long long residentBlocks, const Overrides & o)
+{
+  const int  A = plan.OuterAxis;
+  const auto tileA = plan.Config.Tile[A];
+  const int  E = plan.Config.PatchSize / 2 + plan.Config.PatchDistance;
+  long long  tiles = 1, tilesPerLayer = 1;
+  for (int a = 0; a < 4; ++a)
+  {
+    tiles *= s.Fast.tiles[a];
+    tilesPerLayer *= (a < A) ? s.Fast.tiles[a] : 1;
+  }
+  // Launches of at least four waves of resident blocks, and at most about 40 in the whole Run
+  // (progress, abort, and overlap of padding and download with the kernel).
+  long long chunk = std::max<long long>(4 * residentBlocks, (plan.TotalTiles + 39) / 40);
+  if (o.ChunkTiles > 0)
+  {
+    chunk = o.ChunkTiles;
+  }
+  const long long padded = s.Fast.ySize[A];
+  for (long long first = 0; first < tiles; first += chunk)
+  {
+    const long long count = std::min(chunk, tiles - first);
+    const long long lastLayer = (first + count - 1) / tilesPerLayer;
+    s.Chunks.push_back({ first,
+                         count,
+                         std::min(padded, (lastLayer + 1) * tileA + 2 * E),
+                         std::min(s.End - s.First, (first + count) / tilesPerLayer * tileA) });
+  }
+}
+} // namespace
+
+std::size_t
+ElementBytes(NonLocalMeansBackend::ElementType type)
+{
+  return type == NonLocalMeansBackend::ElementType::Float32 ? sizeof(float) : sizeof(double);
+}
+
+/** The warp instructions of the kernel's passes over every shift's boxes, divided by the issue rate
+ * the configuration's occupancy allows (measured on an H200). Registers per thread are estimated
+ * from the voxels each thread accumulates (measured with ptxas: about 64 + 12 per voxel and
+ * component pair). */
+double
+EstimateCost(const KernelConfig & c, int sharedPerSM)
+{
+  const int    n = c.Dimension;
+  const int    d = c.PatchDistance;
+  const int    K = c.Components;
+  const int    win = c.PatchSize - 1;
+  const int    ext = (win > 0) ? win - 1 : 0;
+  const bool   rows = win > 0 && c.Tile[0] + d + ext <= 32 && c.Threads() % 32 == 0;
+  const double voxels = static_cast<double>(c.Tile[0]) * c.Tile[1] * c.Tile[2] * c.Tile[3];
+  const double vpt = voxels / c.Threads();
+  double       total = 0.0;
+  long         shifts = 0;
+  int          lo[4] = { 0, 0, 0, 0 }, hi[4] = { 0, 0, 0, 0 };
+  for (int a = 0; a < n; ++a)
+  {
+    lo[a] = FirstShift(a, d);
+    hi[a] = d;
+  }
+  for (int t3 = lo[3]; t3 <= hi[3]; ++t3)
+    for (int t2 = lo[2]; t2 <= hi[2]; ++t2)
+      for (int t1 = lo[1]; t1 <= hi[1]; ++t1)
+        for (int t0 = lo[0]; t0 <= hi[0]; ++t0)
+        {
+          const int t[4] = { t0, t1, t2, t3 };
+          double    w[4], e[4];
+          for (int a = 0; a < 4; ++a)
+          {
+            w[a] = (a < n) ? c.Tile[a] + std::abs(t[a]) : 1;
+            e[a] = (a < n && a > 0) ? w[a] + ext : w[a];
+          }
+          double instructions = voxels / 32.0 * (8.0 + 6.0 * K); // gather
+          if (win > 0)
+          {
+            const double rowsA = e[1] * e[2] * e[3];
+            instructions +=
+              rows ? rowsA * (18.0 + 3.0 * K + 2.0 * (win - 1)) : rowsA * w[0] / 32.0 * (24.0 + win * (10.0 + 3.0 * K));
+            const double segments = (n == 3) ? c.ZSegments : 1;
+            const double columns = w[0] * w[1] * ((n > 3) ? w[2] : 1.0);
+            const double steps = (n == 3) ? e[2] + (segments - 1) * ext : ((n > 3) ? e[3] : 1.0);
+            instructions += std::ceil(columns * segments / c.Threads()) * c.Threads() / 32.0 * steps / segments *
+                            (8.0 + 2.0 * win);                               // pass B, whole rounds of the block
+            instructions += w[0] * w[1] * w[2] * w[3] / 32.0 * 22.0;         // weights
+            instructions += (c.Threads() / 32.0) * 20.0 * ((n > 3) ? 3 : 2); // barriers
+          }
+          total += instructions;
+          ++shifts;
+        }
+  // Registers: what the kernel needs against what __launch_bounds__ leaves for MinBlocks resident
+  // blocks; a shortfall spills, which costs in proportion.
+  const double needed = 64.0 + 12.0 * vpt * (K + 1) / 2.0;
+  const int    threads = c.Threads();
+  const double budget =
+    std::min(255.0, std::floor(static_cast<double>(Registers) / (threads * c.MinBlocks) / 8.0) * 8.0);
+  const int byShared = c.SharedBytes() ? sharedPerSM / static_cast<int>(c.SharedBytes() + SharedReservedPerBlock)
+                                       : MostBlocksPerMultiprocessor;
+  const int blocks = std::min(c.MinBlocks, std::min(byShared, ResidentThreads / threads));
+  if (blocks < c.MinBlocks || budget < 48.0 || needed > 1.8 * budget)
+  {
+    return std::numeric_limits<double>::infinity();
+  }
+  const double spill = (needed > budget) ? 1.0 + 0.25 * (needed / budget - 1.0) : 1.0;
+  const double issueRate = std::min(MostIssuePerCycle, IssuePerResidentWarp * blocks * threads / 32.0) / spill;
+  return total / shifts / voxels / issueRate;
+}
+
+KernelConfig
+ChooseConfiguration(const Problem & p, const DeviceLimits & limits, const Overrides & o)
+{
+  const KernelConfig base = BaseConfiguration(p);
+  if (ColumnKernelApplies(p, base, o))
+  {
+    bool               found = false;
+    const KernelConfig columns = ChooseColumnShape(base, limits, o, found);
+    if (found)
+    {
+      return columns;
+    }
+  }
+  return ChooseTiledShape(p, base, limits, o);
+}
+
+LaunchPlan
+PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & limits)
+{
+  LaunchPlan plan;
+  plan.Config = config;
+  const int n = static_cast<int>(p.Dimension);
+  const int A = n - 1;
+  plan.OuterAxis = A;
+  plan.TotalTiles = 1;
+  for (int a = 0; a < n; ++a)
+  {
+    plan.TileSpan[a] = (p.OutputSize[a] + config.Tile[a] - 1) / config.Tile[a] * config.Tile[a];
+    plan.TotalTiles *= plan.TileSpan[a] / config.Tile[a];
+  }
+  plan.MemoryBudget = static_cast<std::uint64_t>(DefaultMemoryShare * static_cast<double>(limits.FreeMemory));
+  if (p.MaximumGPUMemory > 0)
+  {
+    plan.MemoryBudget = std::min<std::uint64_t>(plan.MemoryBudget, p.MaximumGPUMemory);
+  }
+  // The thickest slab (whole tiles along A) that fits the budget, halving from the whole output.
+  const long long tileA = config.Tile[A];
+  long long       slab = plan.TileSpan[A];
+  while (slab > tileA && SlabBytes(p, config, plan.TileSpan, A, slab) > plan.MemoryBudget)
+  {
+    slab = std::max<long long>(tileA, (slab / 2 + tileA - 1) / tileA * tileA);
+  }
+  plan.SlabPlanes = slab;
+  plan.DeviceBytes = SlabBytes(p, config, plan.TileSpan, A, slab);
+  if (plan.DeviceBytes > plan.MemoryBudget)
+  {
+    itkGenericExceptionMacro("The GPU memory budget ("
+                             << plan.MemoryBudget / (1024.0 * 1024.0) << " MiB) is too small even for a slab " << slab
+                             << " planes thick, which needs " << plan.DeviceBytes / (1024.0 * 1024.0)
+                             << " MiB. Raise MaximumGPUMemory or free GPU memory.");
+  }
+  plan.Slabs = (p.OutputSize[A] + slab - 1) / slab;
+  plan.Config.WideIndex = NeedsWideIndex(config, plan, n);
+  return plan;
+}
+
+SlabPlan
+PlanSlab(const Problem & p, const LaunchPlan & plan, long long index, long long residentBlocks, const Overrides & o)
+{
+  const int    n = static_cast<int>(p.Dimension);
+  const int    A = plan.OuterAxis;
+  const auto   K = static_cast<std::size_t>(p.Components);
+  const auto & c = plan.Config;
+  const int    E = c.PatchSize / 2 + c.PatchDistance;
+  SlabPlan     s;
+  s.First = index * plan.SlabPlanes;
+  s.End = std::min<long long>(p.OutputSize[A], s.First + plan.SlabPlanes);
+  InputPlanesOfSlab(p, A, E, s.First, s.End, s.InputFirst, s.InputEnd);
+  if (s.InputFirst < p.InputStart[A] || s.InputEnd > p.InputStart[A] + p.InputSize[A])
+  {
+    itkGenericExceptionMacro("The input buffer does not cover the region the output needs (planes "
+                             << s.InputFirst << " to " << s.InputEnd - 1 << " of axis " << A << ").");
+  }
+  const long long span = (s.End - s.First + c.Tile[A] - 1) / c.Tile[A] * c.Tile[A];
+  long long       padSize[4] = { 1, 1, 1, 1 };
+  std::size_t     inPlane = K, outPlane = K, padCells = K;
+  for (int a = 0; a < n; ++a)
+  {
+    padSize[a] = ((a == A) ? span : plan.TileSpan[a]) + 2 * E;
+    padCells *= static_cast<std::size_t>(padSize[a]);
+    if (a < A)
+    {
+      inPlane *= static_cast<std::size_t>(p.InputSize[a]);
+      outPlane *= static_cast<std::size_t>(p.OutputSize[a]);
+    }
+  }
+  s.InputPlaneBytes = inPlane * ElementBytes(p.InputType);
+  s.InputBytes = s.InputPlaneBytes * static_cast<std::size_t>(s.InputEnd - s.InputFirst);
+  s.PaddedPlaneCells = padCells / static_cast<std::size_t>(padSize[A]);
+  s.PaddedBytes = padCells * (c.SinglePrecision ? sizeof(float) : sizeof(double));
+  s.OutputPlaneBytes = outPlane * ElementBytes(p.OutputType);
+  s.OutputBytes = s.OutputPlaneBytes * static_cast<std::size_t>(s.End - s.First);
+  SetPadParameters(p, plan, s, padSize);
+  SetFastParameters(p, plan, s, padSize);
+  SetChunks(plan, s, residentBlocks, o);
+  return s;
+}
+
+int
+ResidentBlocksPerMultiprocessor(const KernelConfig & config, int registers, const DeviceLimits & limits)
+{
+  const int shared = static_cast<int>(config.SharedBytes());
+  const int threads = config.Threads();
+  const int byShared = std::max(1, limits.SharedPerMultiprocessor / std::max(1, shared + SharedReservedPerBlock));
+  const int byThreads = std::max(1, ResidentThreads / threads);
+  const int byRegisters = std::max(1, Registers / std::max(1, registers * threads));
+  return std::min(std::min(byShared, byThreads), std::min(byRegisters, MostBlocksPerMultiprocessor));
+}
+
+} // namespace nlm
+} // namespace itk

@@ -1,0 +1,90 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkNonLocalMeansOverrides_h
+#define itkNonLocalMeansOverrides_h
+
+// The settings that the environment may change, read in one place (ReadOverrides) and kept for
+// the life of the process. Nothing else in the library reads the environment. White-box tests set
+// the struct directly with SetOverrides. Private to the library.
+
+#include "CudaNonLocalMeansExport.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace itk
+{
+namespace nlm
+{
+
+/** Environment overrides of the CUDA backend, each with the variable that sets it. */
+struct Overrides
+{
+  /** CUDANONLOCALMEANS_DEVICE: ordinal of the CUDA device (default 0). */
+  int Device{ 0 };
+  /** CUDANONLOCALMEANS_NVRTC_LIBRARY: the NVRTC library file to load, instead of the search. */
+  std::string NvrtcLibrary;
+  /** CUDANONLOCALMEANS_NVRTC_FALLBACK: an NVRTC library tried after the search found none (the
+   * Python package names pip's nvidia-cuda-nvrtc here). */
+  std::string NvrtcFallback;
+  /** CUDA_PATH and CUDA_HOME: toolkit roots whose library folder is searched for NVRTC. */
+  std::vector<std::string> CudaRoots;
+  /** The kernel cache folder, "" when the disk cache is off (CUDANONLOCALMEANS_KERNEL_CACHE=0).
+   * CUDANONLOCALMEANS_KERNEL_CACHE_DIR, else $XDG_CACHE_HOME/itk-cudanonlocalmeans/kernels, else
+   * ~/.cache/itk-cudanonlocalmeans/kernels (%LOCALAPPDATA% on Windows). */
+  std::string KernelCacheDirectory;
+  /** CUDANONLOCALMEANS_NVRTC_OPTIONS: extra NVRTC options, separated by spaces (part of the
+   * cache key), e.g. "-Xptxas=-v -lineinfo". */
+  std::vector<std::string> NvrtcOptions;
+
+  // Seams for tests and tuning; the defaults are the planner's choice.
+  /** CUDANONLOCALMEANS_STAGING_CHUNK: bytes per staged copy (64 or more; 0: 16 MiB). */
+  std::size_t StagingChunkBytes{ 0 };
+  /** CUDANONLOCALMEANS_CHUNK_TILES: tiles per kernel launch (0: the planner's choice). */
+  long long ChunkTiles{ 0 };
+  /** CUDANONLOCALMEANS_COLUMNS=rows,planes,warps,blocks: a forced shape of the 3D column kernel
+   * (empty: none); =0 sets ColumnKernelOff. */
+  std::vector<int> ColumnShape;
+  bool             ColumnKernelOff{ false };
+  /** CUDANONLOCALMEANS_TILE=t0,t1,t2,t3,threads[,segments[,blocks]]: a forced tiled-kernel shape. */
+  std::vector<int> TileShape;
+  /** CUDANONLOCALMEANS_LIST_CONFIGURATIONS: print the planner's ranking to standard output. */
+  bool ListConfigurations{ false };
+
+  /** Why a variable above was refused ("" when all are valid), naming the variable and the
+   * value to use; the CUDA backend then refuses to run (Backend Auto computes on the CPU). */
+  std::string Invalid;
+};
+
+/** Parses the environment now (what GetOverrides returns unless a test replaced it). */
+CudaNonLocalMeans_EXPORT Overrides
+ReadOverrides();
+
+/** The overrides in force: the environment as read at the first call, or what SetOverrides set. */
+CudaNonLocalMeans_EXPORT Overrides
+GetOverrides();
+
+/** Replaces the overrides in force (white-box tests). */
+CudaNonLocalMeans_EXPORT void
+SetOverrides(const Overrides & overrides);
+
+} // namespace nlm
+} // namespace itk
+
+#endif

@@ -1,0 +1,306 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#include "itkNonLocalMeansSlabPipeline.h"
+#include "itkNonLocalMeansInputChecks.h"
+#include "itkNonLocalMeansProgress.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace itk
+{
+namespace nlm
+{
+namespace
+{
+using Clock = std::chrono::steady_clock;
+
+double
+MillisecondsSince(Clock::time_point start)
+{
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Kernel chunks queued on the GPU at most.
+constexpr std::size_t QueueDepth = 4;
+// Outputs at least this large get the huge-page hint (the C library maps them on their own).
+constexpr std::size_t HugePageHintBytes = std::size_t{ 64 } << 20;
+// Share of the progress the kernels report; the rest is the filter's.
+constexpr double KernelProgressShare = 0.99;
+} // namespace
+
+SlabPipeline::SlabPipeline(SlabRun & run, const SlabPlan & slab)
+  : m_Run(run)
+  , m_Slab(slab)
+{}
+
+SlabPipeline::~SlabPipeline() = default;
+
+void
+SlabPipeline::Run()
+{
+  ChooseTransfersAndCheckInput();
+  AllocateDeviceBuffers();
+  UploadPaddingAndLaunching();
+  DownloadAsChunksComplete();
+  ThrowIfAborted();
+  AddDeviceTimes();
+  ReportProgress(m_Run.Caller,
+                 KernelProgressShare * static_cast<double>(m_Run.TilesDone) /
+                   static_cast<double>(m_Run.Plan.TotalTiles));
+}
+
+/** Staged or plain copies; the finite check runs as a pass of its own before anything is written,
+ * unless it can be fused into the upload (one slab whose upload covers the whole input, staged). */
+void
+SlabPipeline::ChooseTransfersAndCheckInput()
+{
+  const auto & p = m_Run.Problem;
+  const int    A = m_Run.Plan.OuterAxis;
+  const auto   allocationStart = Clock::now();
+  m_StageIn = m_Run.Copies.Staged(m_Slab.InputBytes);
+  m_StageOut = m_Run.Copies.Staged(m_Slab.OutputBytes);
+  m_Run.Statistics.AllocationMilliseconds += MillisecondsSince(allocationStart);
+  m_FuseCheck = !m_Run.InputChecked && m_Run.Plan.Slabs == 1 && m_StageIn && m_Slab.InputFirst == p.InputStart[A] &&
+                m_Slab.InputEnd == p.InputStart[A] + p.InputSize[A];
+  if (!m_Run.InputChecked && !m_FuseCheck)
+  {
+    const auto checkStart = Clock::now();
+    VerifyInputIsFinite(p, m_Run.Threader, m_Run.WorkUnits);
+    m_Run.Statistics.CheckMilliseconds += MillisecondsSince(checkStart);
+    m_Run.InputChecked = true;
+  }
+}
+
+void
+SlabPipeline::AllocateDeviceBuffers()
+{
+  const auto start = Clock::now();
+  m_Input = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.InputBytes);
+  m_Padded = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.PaddedBytes);
+  m_Output = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.OutputBytes);
+  m_Run.Statistics.AllocationMilliseconds += MillisecondsSince(start);
+  m_Drained = std::make_unique<StreamsDrained>(
+    m_Run.Driver, std::initializer_list<cuda::CUstream>{ m_Run.KernelStream, m_Run.CopyStream });
+}
+
+/** Uploads in pieces of planes on the copy stream; pads and starts the kernel chunks that the
+ * uploaded planes allow as each piece is enqueued. */
+void
+SlabPipeline::UploadPaddingAndLaunching()
+{
+  const auto &      p = m_Run.Problem;
+  const int         A = m_Run.Plan.OuterAxis;
+  const long long   planes = m_Slab.InputEnd - m_Slab.InputFirst;
+  const long long   padPlanes = m_Slab.Fast.ySize[A];
+  const std::size_t plane = m_Slab.InputPlaneBytes;
+  const char *      host =
+    static_cast<const char *>(p.Input) + plane * static_cast<std::size_t>(m_Slab.InputFirst - p.InputStart[A]);
+  const long long piecePlanes = std::max<long long>(1, static_cast<long long>(m_Run.Copies.Chunk() / plane));
+  m_Uploaded = std::make_unique<Event>(m_Run.Driver);
+  const auto uploadStart = Clock::now();
+  for (long long q = 0; q < planes && !m_Aborted; q += piecePlanes)
+  {
+    const long long   qEnd = std::min(planes, q + piecePlanes);
+    const std::size_t at = static_cast<std::size_t>(q) * plane;
+    m_Run.Copies.Upload(m_Input->Get() + at,
+                        host + at,
+                        static_cast<std::size_t>(qEnd - q) * plane,
+                        m_Run.CopyStream,
+                        m_StageIn,
+                        m_FuseCheck ? &m_NonFinite : nullptr,
+                        p.InputType);
+    long long ready = m_PaddedPlanes;
+    while (ready < padPlanes && m_Slab.InputPlanesNeeded[static_cast<std::size_t>(ready)] <= qEnd)
+    {
+      ++ready;
+    }
+    if (ready > m_PaddedPlanes)
+    {
+      m_Uploaded->Record(m_Run.CopyStream);
+      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(m_Run.KernelStream, m_Uploaded->Get(), 0));
+      PadUpTo(ready);
+    }
+    while (m_Finished < m_Launched && !m_Aborted && FinishOldestChunk(false))
+    {
+    }
+    LaunchReadyChunks();
+  }
+  m_Run.Statistics.UploadMilliseconds += MillisecondsSince(uploadStart);
+  if (m_FuseCheck)
+  {
+    m_Run.InputChecked = true;
+    if (m_NonFinite)
+    {
+      VerifyInputIsFinite(p, m_Run.Threader, m_Run.WorkUnits); // throws, naming the first value that is not finite
+    }
+  }
+  if (!m_Aborted && m_PaddedPlanes < padPlanes)
+  {
+    itkGenericExceptionMacro("Internal error: the uploaded planes do not cover the padded input.");
+  }
+}
+
+/** Enqueues the reflect padding of padded planes [m_PaddedPlanes, planes) on the kernel stream. */
+void
+SlabPipeline::PadUpTo(long long planes)
+{
+  const int  A = m_Run.Plan.OuterAxis;
+  const auto realBytes = m_Run.Plan.Config.SinglePrecision ? sizeof(float) : sizeof(double);
+  auto       piece = m_Slab.Pad;
+  piece.padStart[A] += m_PaddedPlanes;
+  piece.padSize[A] = planes - m_PaddedPlanes;
+  cuda::CUdeviceptr source = m_Input->Get();
+  cuda::CUdeviceptr target =
+    m_Padded->Get() + static_cast<std::size_t>(m_PaddedPlanes) * m_Slab.PaddedPlaneCells * realBytes;
+  void *            args[] = { &source, &target, &piece };
+  const std::size_t cells = m_Slab.PaddedPlaneCells / static_cast<std::size_t>(m_Run.Problem.Components) *
+                            static_cast<std::size_t>(planes - m_PaddedPlanes);
+  const auto blocks = static_cast<unsigned>(
+    std::min<std::size_t>((cells + PadKernelThreads - 1) / PadKernelThreads, PadKernelMaximumBlocks));
+  m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
+  m_PadEvents.back()->Record(m_Run.KernelStream);
+  ITK_NLM_CUDA_CHECK(
+    m_Run.Driver,
+    cuLaunchKernel(m_Run.Module.Pad, blocks, 1, 1, PadKernelThreads, 1, 1, 0, m_Run.KernelStream, args, nullptr));
+  m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
+  m_PadEvents.back()->Record(m_Run.KernelStream);
+  m_PaddedPlanes = planes;
+}
+
+/** Launches the chunks whose padded planes are enqueued, keeping at most QueueDepth queued. */
+void
+SlabPipeline::LaunchReadyChunks()
+{
+  const auto &      chunks = m_Slab.Chunks;
+  const auto &      config = m_Run.Plan.Config;
+  cuda::CUdeviceptr padded = m_Padded->Get(), output = m_Output->Get();
+  while (!m_Aborted && m_Launched < chunks.size() && m_Launched - m_Finished < QueueDepth &&
+         chunks[m_Launched].PaddedPlanesRead <= m_PaddedPlanes)
+  {
+    auto parameters = m_Slab.Fast;
+    parameters.tileOffset = chunks[m_Launched].FirstTile;
+    void * args[] = { &padded, &output, &parameters };
+    m_Starts.push_back(std::make_unique<Event>(m_Run.Driver));
+    m_Starts.back()->Record(m_Run.KernelStream);
+    ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                       cuLaunchKernel(m_Run.Module.Fast,
+                                      static_cast<unsigned>(chunks[m_Launched].Tiles),
+                                      1,
+                                      1,
+                                      static_cast<unsigned>(config.Threads()),
+                                      1,
+                                      1,
+                                      static_cast<unsigned>(config.SharedBytes()),
+                                      m_Run.KernelStream,
+                                      args,
+                                      nullptr));
+    m_Ends.push_back(std::make_unique<Event>(m_Run.Driver));
+    m_Ends.back()->Record(m_Run.KernelStream);
+    ++m_Launched;
+  }
+}
+
+/** Accounts for the oldest queued chunk; without `wait`, only if it has completed already. */
+bool
+SlabPipeline::FinishOldestChunk(bool wait)
+{
+  const cuda::CUevent end = m_Ends[m_Finished]->Get();
+  if (wait)
+  {
+    ITK_NLM_CUDA_CHECK_WORK(m_Run.Driver, cuEventSynchronize(end), "the non-local means kernels");
+  }
+  else
+  {
+    const cuda::CUresult r = m_Run.Driver.cuEventQuery(end);
+    if (r == cuda::CUDA_ERROR_NOT_READY)
+    {
+      return false;
+    }
+    cuda::CheckWork(m_Run.Driver, r, "the non-local means kernels", "cuEventQuery", __FILE__, __LINE__, ITK_LOCATION);
+  }
+  m_Run.TilesDone += m_Slab.Chunks[m_Finished].Tiles;
+  ++m_Finished;
+  if (m_Run.Caller != nullptr)
+  {
+    ReportProgress(m_Run.Caller,
+                   KernelProgressShare * static_cast<double>(m_Run.TilesDone) /
+                     static_cast<double>(m_Run.Plan.TotalTiles));
+    m_Aborted = m_Run.Caller->GetAbortGenerateData();
+  }
+  return true;
+}
+
+/** Waits for the chunks in turn, keeps the queue filled, and downloads the output planes that are
+ * complete (on the copy stream, while the kernel goes on). */
+void
+SlabPipeline::DownloadAsChunksComplete()
+{
+  const std::size_t plane = m_Slab.OutputPlaneBytes;
+  char *            host = static_cast<char *>(m_Run.Problem.Output) + plane * static_cast<std::size_t>(m_Slab.First);
+  if (m_Slab.OutputBytes >= HugePageHintBytes)
+  {
+    AdviseHugePages(host, m_Slab.OutputBytes);
+  }
+  long long downloaded = 0;
+  while (m_Finished < m_Slab.Chunks.size() && !m_Aborted)
+  {
+    LaunchReadyChunks();
+    FinishOldestChunk(true);
+    const long long planes = m_Slab.Chunks[m_Finished - 1].OutputPlanesDone;
+    if (planes > downloaded && !m_Aborted)
+    {
+      const auto        start = Clock::now();
+      const std::size_t at = static_cast<std::size_t>(downloaded) * plane;
+      m_Run.Copies.Download(host + at,
+                            m_Output->Get() + at,
+                            static_cast<std::size_t>(planes - downloaded) * plane,
+                            m_Run.CopyStream,
+                            m_StageOut);
+      m_Run.Statistics.DownloadMilliseconds += MillisecondsSince(start);
+      downloaded = planes;
+    }
+  }
+}
+
+void
+SlabPipeline::ThrowIfAborted() const
+{
+  if (m_Aborted)
+  {
+    m_Run.Driver.cuStreamSynchronize(m_Run.KernelStream); // the abort is what is reported
+    m_Run.Driver.cuStreamSynchronize(m_Run.CopyStream);
+    nlm::ThrowIfAborted(m_Run.Caller);
+  }
+}
+
+void
+SlabPipeline::AddDeviceTimes() const
+{
+  for (std::size_t i = 0; i < m_Launched; ++i)
+  {
+    m_Run.Statistics.KernelMilliseconds += m_Ends[i]->Since(*m_Starts[i]);
+  }
+  for (std::size_t i = 0; i + 1 < m_PadEvents.size(); i += 2)
+  {
+    m_Run.Statistics.PadMilliseconds += m_PadEvents[i + 1]->Since(*m_PadEvents[i]);
+  }
+}
+
+} // namespace nlm
+} // namespace itk

@@ -1,0 +1,462 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// The tiled kernel (2D, 3D, 4D; see itkNonLocalMeansKernelCommon.cuh for the passes).
+
+#include "itkNonLocalMeansKernelCommon.cuh"
+
+namespace
+{
+constexpr int ZS = NLM_ZS;
+constexpr int TV = T0 * T1 * T2 * T3;
+constexpr int VPT = TV / NT; // voxels per thread
+// Weight box (largest extent per axis) and the box summed along axis 0 only.
+constexpr int MW0 = T0 + PD;
+constexpr int MW1 = T1 + PD;
+constexpr int MW2 = (DIM > 2) ? T2 + PD : 1;
+constexpr int MW3 = (DIM > 3) ? T3 + PD : 1;
+constexpr int MA0 = MW0;
+constexpr int MA1 = MW1 + EXT;
+constexpr int MA2 = (DIM > 2) ? MW2 + EXT : 1;
+constexpr int MA3 = (DIM > 3) ? MW3 + EXT : 1;
+constexpr int NWARPS = NT / 32;
+// Pass A by warp rows: every patch term of a row (T0 + PD + EXT of them at most) in one warp.
+constexpr bool ROWS = (WIN > 0) && (T0 + PD + EXT <= 32) && (NT % 32 == 0);
+constexpr int  SIZE_A = MA0 * MA1 * MA2 * MA3;
+constexpr int  SIZE_W = MW0 * MW1 * MW2 * MW3;
+constexpr int  SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed along axes 0 and 1
+
+static_assert(TV % NT == 0, "the threads divide the tile");
+// When the threads cover whole planes of the tile (axes 0 and 1), every thread keeps one column.
+constexpr bool COLUMNS = (NT % (T0 * T1) == 0);
+constexpr int  CSTEP = COLUMNS ? NT / (T0 * T1) : 1; // planes between a thread's voxels
+
+/** Tile coordinates of a thread's v-th voxel. */
+__device__ __forceinline__ void
+VoxelOf(int tid, int v, int & x0, int & x1, int & x2, int & x3)
+{
+  if (COLUMNS)
+  {
+    x0 = tid % T0;
+    x1 = (tid / T0) % T1;
+    const int plane = tid / (T0 * T1) + v * CSTEP;
+    x2 = plane % T2;
+    x3 = plane / T2;
+  }
+  else
+  {
+    const int vox = tid + v * NT;
+    x0 = vox % T0;
+    x1 = (vox / T0) % T1;
+    x2 = (vox / (T0 * T1)) % T2;
+    x3 = vox / (T0 * T1 * T2);
+  }
+}
+
+/** Adds, for each of the thread's voxels x, the centre term w(x,t) Y(x+t) and the target term
+ * w(x-t,t) Y(x-t): the target term first when t is lexicographically positive (TargetFirst). */
+template <bool TargetFirst>
+__device__ __forceinline__ void
+Gather(int                 tid,
+       const Real *        Yt,
+       Index               tOff,
+       Index               ys1,
+       Index               ys2,
+       Index               ys3,
+       const WeightStore * bufW,
+       WeightStore         w0,
+       int                 w0lo,
+       int                 w1lo,
+       int                 w2lo,
+       int                 w3lo,
+       int                 wShift,
+       Real (&ws)[VPT],
+       Real (&rs)[VPT][K])
+{
+#pragma unroll
+  for (int v = 0; v < VPT; ++v)
+  {
+    int x0, x1, x2, x3;
+    VoxelOf(tid, v, x0, x1, x2, x3);
+    Real wc = Unpack(w0);
+    Real wt = wc;
+    if (WIN > 0)
+    {
+      const int aw = (x0 - w0lo) + (x1 - w1lo) * MW0 + (x2 - w2lo) * MW0 * MW1 + (x3 - w3lo) * MW0 * MW1 * MW2;
+      wc = Unpack(bufW[aw]);
+      wt = Unpack(bufW[aw - wShift]);
+    }
+    // Integer offsets rather than pointers: one register per voxel where the compiler keeps them.
+    const Index at = (x0 + x1 * ys1 + x2 * ys2 + x3 * ys3) * K;
+    const Index ac = at + tOff * K;
+    const Index aT = at - tOff * K;
+    if (TargetFirst)
+    {
+      ws[v] = (ws[v] + wt) + wc;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[v][k] = (rs[v][k] + wt * Yt[aT + k]) + wc * Yt[ac + k];
+      }
+    }
+    else
+    {
+      ws[v] = (ws[v] + wc) + wt;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[v][k] = (rs[v][k] + wc * Yt[ac + k]) + wt * Yt[aT + k];
+      }
+    }
+  }
+}
+
+} // namespace
+
+extern "C" __global__ void
+__launch_bounds__(NT, NLM_MINBLOCKS)
+  nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out, itk::nlm::FastKernelParameters p)
+{
+  extern __shared__ double sharedRaw[];
+  Real *                   bufA = reinterpret_cast<Real *>(sharedRaw);
+  Real *                   bufB = bufA + SIZE_A; // 4D only, SIZE_B cells
+  WeightStore *            bufW = reinterpret_cast<WeightStore *>(bufB + SIZE_B);
+
+  // This block's tile.
+  long long       tile = p.tileOffset + blockIdx.x;
+  const long long c0 = tile % p.tiles[0];
+  tile /= p.tiles[0];
+  const long long c1 = tile % p.tiles[1];
+  tile /= p.tiles[1];
+  const long long c2 = tile % p.tiles[2];
+  const long long c3 = tile / p.tiles[2];
+  const long long lo[4] = { c0 * T0, c1 * T1, c2 * T2, c3 * T3 };
+  const int       tid = threadIdx.x;
+  const int       lane = tid % 32;
+  const int       warp = tid / 32;
+
+  // Offsets into Y are taken relative to the cell of the tile's first voxel.
+  const Index ys1 = static_cast<Index>(p.ySize[0]);
+  const Index ys2 = ys1 * static_cast<Index>(p.ySize[1]);
+  const Index ys3 = ys2 * static_cast<Index>(p.ySize[2]);
+  long long   base = (lo[0] + E) + (lo[1] + E) * p.ySize[0];
+  if (DIM > 2)
+  {
+    base += (lo[2] + E) * p.ySize[0] * p.ySize[1];
+  }
+  if (DIM > 3)
+  {
+    base += (lo[3] + E) * p.ySize[0] * p.ySize[1] * p.ySize[2];
+  }
+  const Real * Yt = Y + base * K;
+  const Real   norm = static_cast<Real>(p.norm);
+  const Real   invNorm = static_cast<Real>(p.invNorm);
+  const Real   noise = static_cast<Real>(p.noise);
+
+  Real ws[VPT];
+  Real rs[VPT][K];
+#pragma unroll
+  for (int v = 0; v < VPT; ++v)
+  {
+    ws[v] = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      rs[v][k] = 0;
+    }
+  }
+
+  const int r3 = (DIM > 3) ? PD : 0;
+  const int r2 = (DIM > 2) ? PD : 0;
+  for (int t3 = itk::nlm::FirstShift(3, r3); t3 <= r3; ++t3)
+  {
+    for (int t2 = itk::nlm::FirstShift(2, r2); t2 <= r2; ++t2)
+    {
+      for (int t1 = itk::nlm::FirstShift(1, PD); t1 <= PD; ++t1)
+      {
+#pragma unroll 1
+        for (int t0 = itk::nlm::FirstShift(0, PD); t0 <= PD; ++t0)
+        {
+          const bool  half = (t0 == 0); // alpha = 0.5 on the t0 == 0 plane
+          const Index tOff = t0 + t1 * ys1 + t2 * ys2 + t3 * ys3;
+          // Weight box: the tile and the tile shifted by -t.
+          const int   w0lo = -t0;
+          const int   w0len = T0 + t0;
+          const int   w1lo = -Imax(t1, 0);
+          const int   w1len = T1 + Iabs(t1);
+          const int   w2lo = -Imax(t2, 0);
+          const int   w2len = T2 + Iabs(t2);
+          const int   w3lo = -Imax(t3, 0);
+          const int   w3len = T3 + Iabs(t3);
+          const int   wShift = t0 + t1 * MW0 + t2 * MW0 * MW1 + t3 * MW0 * MW1 * MW2;
+          WeightStore w0 = 0;
+          if (WIN == 0)
+          {
+            w0 = Weight(Real(0), norm, invNorm, half); // patch size 1: every raw distance is +0
+          }
+          else
+          {
+            // Pass A: along axis 0, over the rows of the box (weight box along axis 0, extended by
+            // the patch along the other used axes).
+            const int L1 = w1len + EXT;
+            const int L2 = (DIM > 2) ? w2len + EXT : 1;
+            const int L3 = (DIM > 3) ? w3len + EXT : 1;
+            const int o1 = w1lo - O + 1;
+            const int o2 = (DIM > 2) ? w2lo - O + 1 : 0;
+            const int o3 = (DIM > 3) ? w3lo - O + 1 : 0;
+            const int dLen = w0len + EXT; // patch terms per row
+            if (ROWS)
+            {
+              // One warp per row; lane l holds the term at l and takes its right neighbours' terms
+              // by shuffles, in the contract's order.
+              // Rows r = i1 + L1 * (i2 + L2 * i3), warp-strided; the indices are advanced, not divided.
+              int i1 = warp;
+              int i2 = 0;
+              int i3 = 0;
+              while (i1 >= L1)
+              {
+                i1 -= L1;
+                if (++i2 == L2)
+                {
+                  i2 = 0;
+                  ++i3;
+                }
+              }
+              const Real * rowBase = Yt + (o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O + 1 + lane)) * K;
+              const bool   loads = lane < dLen;
+              const bool   stores = lane < w0len;
+              while (i3 < L3)
+              {
+                const Real * y = rowBase + (i1 * ys1 + i2 * ys2 + i3 * ys3) * K;
+                const Real   term = loads ? PatchTerm(y, tOff, noise) : Real(0);
+                Real         acc = term;
+#pragma unroll
+                for (int j = 1; j < WIN; ++j)
+                {
+                  acc = acc + __shfl_down_sync(0xffffffffu, term, j);
+                }
+                if (stores)
+                {
+                  bufA[lane + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2] = acc;
+                }
+                i1 += NWARPS;
+                while (i1 >= L1)
+                {
+                  i1 -= L1;
+                  if (++i2 == L2)
+                  {
+                    i2 = 0;
+                    ++i3;
+                  }
+                }
+              }
+            }
+            else
+            {
+              // Each thread evaluates the terms of its cell.
+              for (int f = tid; f < MA0 * MA1 * MA2 * MA3; f += NT)
+              {
+                const int i0 = f % MA0;
+                const int i1 = (f / MA0) % MA1;
+                const int i2 = (f / (MA0 * MA1)) % MA2;
+                const int i3 = f / (MA0 * MA1 * MA2);
+                if (i0 >= w0len || i1 >= L1 || i2 >= L2 || i3 >= L3)
+                {
+                  continue;
+                }
+                const Real * y = Yt + ((o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + i0)) * K;
+                Real         acc = PatchTerm(y, tOff, noise);
+#pragma unroll
+                for (int j = 1; j < WIN; ++j)
+                {
+                  acc = acc + PatchTerm(y + j * K, tOff, noise);
+                }
+                bufA[f] = acc;
+              }
+            }
+            __syncthreads();
+            if (DIM == 2)
+            {
+              // Pass B: along axis 1, and the weights.
+              for (int f = tid; f < MW0 * MW1; f += NT)
+              {
+                const int i0 = f % MW0;
+                const int i1 = f / MW0;
+                if (i0 >= w0len || i1 >= w1len)
+                {
+                  continue;
+                }
+                const Real * a = bufA + i0 + i1 * MA0;
+                Real         acc = a[0];
+#pragma unroll
+                for (int j = 1; j < WIN; ++j)
+                {
+                  acc = acc + a[j * MA0];
+                }
+                bufW[i0 + i1 * MW0] = Weight(acc, norm, invNorm, half);
+              }
+            }
+            else if (DIM == 3)
+            {
+              // Pass B: along axis 1 from shared memory, then along axis 2 in registers while
+              // marching through the planes of one of ZS segments, and the weights.
+              const int seg = (w2len + ZS - 1) / ZS;
+              for (int f = tid; f < MW0 * MW1 * ZS; f += NT)
+              {
+                const int i0 = f % MW0;
+                const int i1 = (f / MW0) % MW1;
+                const int zlo = (f / (MW0 * MW1)) * seg;
+                const int zhi = min(w2len, zlo + seg);
+                if (i0 >= w0len || i1 >= w1len || zlo >= zhi)
+                {
+                  continue;
+                }
+                const Real *  a = bufA + i0 + i1 * MA0;
+                WeightStore * w = bufW + i0 + i1 * MW0;
+                Real          ring[WIN > 0 ? WIN : 1];
+                for (int i2 = zlo; i2 < zhi + EXT; ++i2)
+                {
+                  Real acc = a[i2 * MA0 * MA1];
+#pragma unroll
+                  for (int j = 1; j < WIN; ++j)
+                  {
+                    acc = acc + a[i2 * MA0 * MA1 + j * MA0];
+                  }
+#pragma unroll
+                  for (int j = 0; j + 1 < WIN; ++j)
+                  {
+                    ring[j] = ring[j + 1];
+                  }
+                  ring[WIN - 1] = acc;
+                  if (i2 >= zlo + EXT)
+                  {
+                    Real raw = ring[0];
+#pragma unroll
+                    for (int j = 1; j < WIN; ++j)
+                    {
+                      raw = raw + ring[j];
+                    }
+                    w[(i2 - EXT) * MW0 * MW1] = Weight(raw, norm, invNorm, half);
+                  }
+                }
+              }
+            }
+            else
+            {
+              // 4D. Pass B: along axis 1, from shared memory.
+              for (int f = tid; f < MW0 * MW1 * MA2 * MA3; f += NT)
+              {
+                const int i0 = f % MW0;
+                const int q = f / MW0;
+                const int i1 = q % MW1;
+                const int i2 = (q / MW1) % MA2;
+                const int i3 = q / (MW1 * MA2);
+                if (i0 >= w0len || i1 >= w1len || i2 >= L2 || i3 >= L3)
+                {
+                  continue;
+                }
+                const Real * a = bufA + i0 + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2;
+                Real         acc = a[0];
+#pragma unroll
+                for (int j = 1; j < WIN; ++j)
+                {
+                  acc = acc + a[j * MA0];
+                }
+                bufB[i0 + i1 * MW0 + i2 * MW0 * MW1 + i3 * MW0 * MW1 * MA2] = acc;
+              }
+              __syncthreads();
+              // Pass C: along axis 2 from shared memory, along axis 3 in registers, and the weights.
+              for (int f = tid; f < MW0 * MW1 * MW2; f += NT)
+              {
+                const int i0 = f % MW0;
+                const int i1 = (f / MW0) % MW1;
+                const int i2 = f / (MW0 * MW1);
+                if (i0 >= w0len || i1 >= w1len || i2 >= w2len)
+                {
+                  continue;
+                }
+                const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
+                WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
+                Real          ring[WIN > 0 ? WIN : 1];
+                for (int i3 = 0; i3 < L3; ++i3)
+                {
+                  Real acc = b[i3 * MW0 * MW1 * MA2];
+#pragma unroll
+                  for (int j = 1; j < WIN; ++j)
+                  {
+                    acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
+                  }
+#pragma unroll
+                  for (int j = 0; j + 1 < WIN; ++j)
+                  {
+                    ring[j] = ring[j + 1];
+                  }
+                  ring[WIN - 1] = acc;
+                  if (i3 >= EXT)
+                  {
+                    Real raw = ring[0];
+#pragma unroll
+                    for (int j = 1; j < WIN; ++j)
+                    {
+                      raw = raw + ring[j];
+                    }
+                    w[(i3 - EXT) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
+                  }
+                }
+              }
+            }
+            __syncthreads();
+          }
+
+          // Gather: centre term w(x,t) Y(x+t) and target term w(x-t,t) Y(x-t), in the contract's
+          // order (target first when t is lexicographically positive).
+          const int t[4] = { t0, t1, t2, t3 };
+          if (itk::nlm::IsLexicographicallyPositive(t, DIM))
+          {
+            Gather<true>(tid, Yt, tOff, ys1, ys2, ys3, bufW, w0, w0lo, w1lo, w2lo, w3lo, wShift, ws, rs);
+          }
+          else
+          {
+            Gather<false>(tid, Yt, tOff, ys1, ys2, ys3, bufW, w0, w0lo, w1lo, w2lo, w3lo, wShift, ws, rs);
+          }
+        }
+      }
+    }
+  }
+
+  // Normalise and store the voxels inside the output region.
+#pragma unroll
+  for (int v = 0; v < VPT; ++v)
+  {
+    int x0, x1, x2, x3;
+    VoxelOf(tid, v, x0, x1, x2, x3);
+    const long long g0 = lo[0] + x0;
+    const long long g1 = lo[1] + x1;
+    const long long g2 = lo[2] + x2;
+    const long long g3 = lo[3] + x3;
+    if (g0 < p.outSize[0] && g1 < p.outSize[1] && g2 < p.outSize[2] && g3 < p.outSize[3])
+    {
+      const long long o = g0 + p.outSize[0] * (g1 + p.outSize[1] * (g2 + p.outSize[2] * g3));
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        out[o * K + k] = static_cast<TOut>(static_cast<TIn>(rs[v][k] / ws[v]));
+      }
+    }
+  }
+}

@@ -1,0 +1,226 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// The shared arithmetic (src/itkNonLocalMeansNumerics.h): scikit-image's fast exponential, NumPy's
+// reflect map, the shift order, and the division-free weights against the division, bit for bit.
+
+#include "itkNonLocalMeansNumerics.h"
+#include "itkGTest.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+namespace
+{
+using namespace itk::nlm;
+
+bool
+SameBits(double a, double b)
+{
+  return std::memcmp(&a, &b, sizeof(double)) == 0;
+}
+
+/** NumPy's np.pad(mode='reflect') by explicit repeated reflection, as a reference. */
+long long
+ReflectByWalking(long long i, long long n)
+{
+  if (n == 1)
+  {
+    return 0;
+  }
+  while (i < 0 || i >= n)
+  {
+    i = (i < 0) ? -i : 2 * (n - 1) - i;
+  }
+  return i;
+}
+
+/** Counts the inputs on which the three forms of the weight differ from the division's. */
+class WeightComparison
+{
+public:
+  void
+  Compare(double raw, double norm, double alpha)
+  {
+    const double expected = FastModeWeight(raw, norm, alpha);
+    const bool   half = alpha == 0.5;
+    const double exact = DoubleFromHighWord(FastModeWeightHighWord(raw, norm, half));
+    const double fast = DoubleFromHighWord(FastModeWeightHighWordNoDivision(raw, norm, 1.0 / norm, half));
+    const double scaled = DoubleFromHighWord(FastModeWeightHighWordScaled(raw, norm, WeightScale(norm), half));
+    ++m_Compared;
+    if (!SameBits(expected, exact) || !SameBits(expected, fast) || !SameBits(expected, scaled))
+    {
+      ++m_Differing;
+      ADD_FAILURE() << "raw " << raw << " norm " << norm << ": " << expected << " vs " << exact << ", " << fast
+                    << " and " << scaled;
+    }
+  }
+
+  /** Every raw from `ulps` steps below `centre` to `ulps` steps above it. */
+  void
+  Around(double centre, double norm, double alpha, int ulps)
+  {
+    double raw = centre;
+    for (int step = 0; step < ulps; ++step)
+    {
+      raw = std::nextafter(raw, -1.0);
+    }
+    for (int step = 0; step < 2 * ulps; ++step)
+    {
+      Compare(raw, norm, alpha);
+      raw = std::nextafter(raw, 1e300);
+    }
+  }
+
+  long m_Compared{ 0 };
+  long m_Differing{ 0 };
+};
+} // namespace
+
+TEST(NonLocalMeansNumerics, FastExpEqualsScikitImageDocumentedValues)
+{
+  const double ys[] = { 0.0, -0.5, -1.0, -2.0, -5.0 };
+  const double fe[] = {
+    0.9710078239440918, 0.6103343963623047, 0.3748302459716797, 0.13207828998565674, 0.0067521147429943085
+  };
+  for (int i = 0; i < 5; ++i)
+  {
+    EXPECT_EQ(FastExp(ys[i]), fe[i]) << "fe(" << ys[i] << ")";
+    EXPECT_EQ(FastExpX86(ys[i]), fe[i]) << "fe(" << ys[i] << ")";
+  }
+}
+
+TEST(NonLocalMeansNumerics, FastExpOutOfRangeBehavesAsOnX86)
+{
+  // NaN below -709.049, huge negative values, INT32_MIN beyond the int32 range and for NaN.
+  EXPECT_TRUE(std::isnan(FastExpX86(-709.2)));
+  EXPECT_NEAR(FastExpX86(-710.0) / -1.46e308, 1.0, 0.01);
+  EXPECT_NEAR(FastExpX86(-1000.0) / -1.66e182, 1.0, 0.01);
+  EXPECT_EQ(FastExpX86(-1500.0), -0.9710078239440918);
+  EXPECT_EQ(FastExpX86(std::numeric_limits<double>::quiet_NaN()), -0.9710078239440918);
+}
+
+TEST(NonLocalMeansNumerics, ReflectIndexEqualsRepeatedReflection)
+{
+  for (long long n : { 1, 2, 3, 5, 8 })
+  {
+    for (long long i = -20; i < 30; ++i)
+    {
+      EXPECT_EQ(ReflectIndex(i, n), ReflectByWalking(i, n)) << "index " << i << " in " << n;
+    }
+  }
+}
+
+TEST(NonLocalMeansNumerics, CythonMaxKeepsNaNAndNegativeZero)
+{
+  EXPECT_TRUE(std::isnan(CythonMax(std::numeric_limits<double>::quiet_NaN(), 0.0)));
+  EXPECT_TRUE(std::signbit(CythonMax(-0.0, 0.0)));
+}
+
+TEST(NonLocalMeansNumerics, ShiftsRunFromZeroOnAxisZeroAndFromMinusDistanceElsewhere)
+{
+  EXPECT_EQ(FirstShift(0, 5), 0);
+  for (int axis = 1; axis < 4; ++axis)
+  {
+    EXPECT_EQ(FirstShift(axis, 5), -5);
+  }
+  const int positive[3] = { -3, 0, 1 }; // outermost axis first: t2 = 1 > 0
+  const int negative[3] = { 3, -1, 0 }; // t2 = 0, t1 = -1 < 0
+  const int zero[3] = { 0, 0, 0 };
+  EXPECT_TRUE(IsLexicographicallyPositive(positive, 3));
+  EXPECT_FALSE(IsLexicographicallyPositive(negative, 3));
+  EXPECT_FALSE(IsLexicographicallyPositive(zero, 3));
+}
+
+TEST(NonLocalMeansNumerics, DivisionFreeWeightsEqualDivisionBitForBitOnRandomInputs)
+{
+  std::mt19937_64                        engine(20261130);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  WeightComparison                       weights;
+  for (int n = 0; n < 2000000; ++n)
+  {
+    const double norm = std::pow(10.0, -6.0 + 12.0 * unit(engine));
+    const double raw = norm * (-1.0 + 7.0 * unit(engine));
+    weights.Compare(raw, norm, (n % 2) ? 1.0 : 0.5);
+  }
+  EXPECT_EQ(weights.m_Differing, 0) << "of " << weights.m_Compared;
+}
+
+TEST(NonLocalMeansNumerics, ScaledWeightEqualsDivisionBitForBitOnAdversarialInputs)
+{
+  std::mt19937_64                        engine(20261201);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  WeightComparison                       weights;
+  // Distances where kExpA * dist is (nearly) an integer, and the edges of the band around the
+  // integer where the scaled weight takes the division.
+  for (int n = 0; n < 200000; ++n)
+  {
+    const double norm = std::pow(10.0, -4.0 + 8.0 * unit(engine));
+    const double k = std::floor(unit(engine) * kExpA * 5.0);
+    weights.Around((k / kExpA) * norm, norm, 1.0, 12);
+    for (double edge : { -0x1.2p-20, -0x1p-20, -0x0.ep-20, 0x0.ep-20, 0x1p-20, 0x1.2p-20 })
+    {
+      weights.Compare(((k + edge) / kExpA) * norm, norm, 0.5);
+    }
+  }
+  // The cutoff.
+  for (double norm : { 1e-3, 0.0123, 1.0, 7.5, 3e4 })
+  {
+    weights.Around(5.0 * norm, norm, 0.5, 40);
+  }
+  EXPECT_EQ(weights.m_Differing, 0) << "of " << weights.m_Compared;
+}
+
+TEST(NonLocalMeansNumerics, ScaledWeightEqualsDivisionBitForBitOnSpecialValues)
+{
+  WeightComparison weights;
+  const double     inf = std::numeric_limits<double>::infinity();
+  weights.Compare(0.0, 0.3, 0.5);
+  weights.Compare(-0.0, 0.3, 0.5);
+  weights.Compare(-1.0, 0.3, 1.0);
+  weights.Compare(1e-300, 0.3, 1.0);
+  weights.Compare(inf, 0.3, 1.0);
+  weights.Compare(-inf, 0.3, 1.0);
+  weights.Compare(1e300, 1e-6, 0.5);
+  weights.Compare(-1e300, 1e-6, 0.5);
+  weights.Compare(std::numeric_limits<double>::denorm_min(), 1e-6, 1.0);
+  // Near the integers 1, 2, 3 and the last ones before the cutoff, and near p = -2^-23.
+  for (double norm : { 0.07, 3.0 })
+  {
+    for (double k : { 1.0, 2.0, 3.0, 7563875.0, 7563876.0, 7563877.0, 7563880.0 })
+    {
+      weights.Around((k / kExpA) * norm, norm, 0.5, 12);
+    }
+    for (double f : { 0.25, 0.5, 0.999999, 1.0, 1.000001, 2.0, 4.0 })
+    {
+      weights.Compare(f * 0x1p-23 / kExpA * norm, norm, 1.0);
+    }
+  }
+  // Distances just below the zero weight cutoff, where the truncated integer is -7563876 or less.
+  for (double norm : { 0.04, 2.5 })
+  {
+    for (double dist : { 4.99999, 4.9999995, 4.99999935, 4.9999994, 4.9999999, 5.0000001, 5.0000002 })
+    {
+      weights.Compare(dist * norm, norm, 1.0);
+      weights.Compare(std::nextafter(dist * norm, 0.0), norm, 0.5);
+    }
+  }
+  EXPECT_EQ(weights.m_Differing, 0) << "of " << weights.m_Compared;
+}

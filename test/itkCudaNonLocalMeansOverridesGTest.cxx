@@ -1,0 +1,130 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// The environment is read in one place (itk::nlm::ReadOverrides): valid values are taken, junk is
+// refused with a message that names the variable and the value to use.
+
+#include "itkNonLocalMeansOverrides.h"
+#include "itkGTest.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace
+{
+/** Sets an environment variable for the lifetime of the object. */
+class ScopedVariable
+{
+public:
+  ScopedVariable(const char * name, const char * value)
+    : m_Name(name)
+  {
+    const char * previous = std::getenv(name);
+    m_HadValue = previous != nullptr;
+    m_Previous = previous ? previous : "";
+    Set(value);
+  }
+  ~ScopedVariable() { Set(m_HadValue ? m_Previous.c_str() : nullptr); }
+  ScopedVariable(const ScopedVariable &) = delete;
+  ScopedVariable &
+  operator=(const ScopedVariable &) = delete;
+
+private:
+  void
+  Set(const char * value)
+  {
+#if defined(_WIN32)
+    _putenv_s(m_Name.c_str(), value ? value : "");
+#else
+    if (value)
+    {
+      setenv(m_Name.c_str(), value, 1);
+    }
+    else
+    {
+      unsetenv(m_Name.c_str());
+    }
+#endif
+  }
+
+  std::string m_Name;
+  std::string m_Previous;
+  bool        m_HadValue{ false };
+};
+
+/** ReadOverrides' refusal for `variable` set to `value` ("" when accepted). */
+std::string
+RefusalOf(const char * variable, const char * value)
+{
+  const ScopedVariable set(variable, value);
+  return itk::nlm::ReadOverrides().Invalid;
+}
+} // namespace
+
+TEST(NonLocalMeansOverrides, ValidValuesAreTaken)
+{
+  const ScopedVariable device("CUDANONLOCALMEANS_DEVICE", "2");
+  const ScopedVariable chunk("CUDANONLOCALMEANS_STAGING_CHUNK", "3001");
+  const ScopedVariable tiles("CUDANONLOCALMEANS_CHUNK_TILES", "3");
+  const ScopedVariable tile("CUDANONLOCALMEANS_TILE", "16,16,8,1,256");
+  const ScopedVariable columns("CUDANONLOCALMEANS_COLUMNS", "0");
+  const ScopedVariable options("CUDANONLOCALMEANS_NVRTC_OPTIONS", " -lineinfo  -Xptxas=-v ");
+  const ScopedVariable cache("CUDANONLOCALMEANS_KERNEL_CACHE_DIR", "/tmp/nlm-kernels");
+  const auto           o = itk::nlm::ReadOverrides();
+  EXPECT_EQ(o.Invalid, "");
+  EXPECT_EQ(o.Device, 2);
+  EXPECT_EQ(o.StagingChunkBytes, 2992u); // whole 16-byte elements
+  EXPECT_EQ(o.ChunkTiles, 3);
+  EXPECT_EQ(o.TileShape, (std::vector<int>{ 16, 16, 8, 1, 256, 1, 1 }));
+  EXPECT_TRUE(o.ColumnKernelOff);
+  EXPECT_EQ(o.NvrtcOptions, (std::vector<std::string>{ "-lineinfo", "-Xptxas=-v" }));
+  EXPECT_EQ(o.KernelCacheDirectory, "/tmp/nlm-kernels");
+}
+
+TEST(NonLocalMeansOverrides, TheDiskCacheCanBeSwitchedOff)
+{
+  const ScopedVariable off("CUDANONLOCALMEANS_KERNEL_CACHE", "0");
+  EXPECT_EQ(itk::nlm::ReadOverrides().KernelCacheDirectory, "");
+}
+
+TEST(NonLocalMeansOverrides, JunkIsRefusedNamingTheVariable)
+{
+  for (const char * device : { "abc", "-1", "1.5", "3x" })
+  {
+    const std::string why = RefusalOf("CUDANONLOCALMEANS_DEVICE", device);
+    EXPECT_NE(why.find("CUDANONLOCALMEANS_DEVICE is \"" + std::string(device) + "\""), std::string::npos) << why;
+    EXPECT_NE(why.find("device ordinal"), std::string::npos) << why;
+  }
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_STAGING_CHUNK", "12").find("at least 64"), std::string::npos);
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_CHUNK_TILES", "0").find("CUDANONLOCALMEANS_CHUNK_TILES"), std::string::npos);
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMNS", "2,2").find("rows,planes,warps,blocks"), std::string::npos);
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMNS", "1,1,64,1").find("warps at most 32"), std::string::npos);
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_TILE", "8,8").find("CUDANONLOCALMEANS_TILE"), std::string::npos);
+  EXPECT_EQ(RefusalOf("CUDANONLOCALMEANS_DEVICE", "0"), "");
+}
+
+TEST(NonLocalMeansOverrides, WhatTestsSetIsWhatTheLibraryUses)
+{
+  const itk::nlm::Overrides saved = itk::nlm::GetOverrides();
+  itk::nlm::Overrides       changed = saved;
+  changed.ChunkTiles = 7;
+  itk::nlm::SetOverrides(changed);
+  EXPECT_EQ(itk::nlm::GetOverrides().ChunkTiles, 7);
+  itk::nlm::SetOverrides(saved);
+  EXPECT_EQ(itk::nlm::GetOverrides().ChunkTiles, saved.ChunkTiles);
+}
