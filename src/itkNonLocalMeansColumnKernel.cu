@@ -254,8 +254,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll 1
       for (int t0 = itk::nlm::FirstShift(0, PD); t0 <= PD; ++t0)
       {
-        const int t[3] = { t0, t1, t2 };
-        if (itk::nlm::IsLexicographicallyPositive(t, DIM))
+        if (itk::nlm::IsLexicographicallyPositive(t0, t1, t2, 0))
         {
           shift(Order<true>(), t0, t1, t2);
         }

@@ -223,18 +223,20 @@ FirstShift(int axis, int distance)
 }
 
 /** Whether a shift is lexicographically positive (first non-zero component, outermost axis
- * first, is positive). `t` is in ITK axis order (t[0] = col). */
+ * first, is positive): then its target term is added before its centre term (contract 2.3).
+ * Components beyond the image's dimension are 0. */
+ITK_NLM_HOST_DEVICE bool
+IsLexicographicallyPositive(int t0, int t1, int t2, int t3)
+{
+  return (t3 != 0) ? (t3 > 0) : (t2 != 0) ? (t2 > 0) : (t1 != 0) ? (t1 > 0) : (t0 > 0);
+}
+
+/** The same for a shift `t` in ITK axis order (t[0] = col) of `dimension` components. */
 ITK_NLM_HOST_DEVICE bool
 IsLexicographicallyPositive(const int * t, int dimension)
 {
-  for (int a = dimension - 1; a >= 0; --a)
-  {
-    if (t[a] != 0)
-    {
-      return t[a] > 0;
-    }
-  }
-  return false;
+  return IsLexicographicallyPositive(
+    t[0], dimension > 1 ? t[1] : 0, dimension > 2 ? t[2] : 0, dimension > 3 ? t[3] : 0);
 }
 
 /** NumPy's `mode='reflect'` index map for an axis of length n (n >= 1). */

@@ -425,8 +425,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 
           // Gather: centre term w(x,t) Y(x+t) and target term w(x-t,t) Y(x-t), in the contract's
           // order (target first when t is lexicographically positive).
-          const int t[4] = { t0, t1, t2, t3 };
-          if (itk::nlm::IsLexicographicallyPositive(t, DIM))
+          if (itk::nlm::IsLexicographicallyPositive(t0, t1, t2, t3))
           {
             Gather<true>(tid, Yt, tOff, ys1, ys2, ys3, bufW, w0, w0lo, w1lo, w2lo, w3lo, wShift, ws, rs);
           }
