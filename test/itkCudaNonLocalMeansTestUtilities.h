@@ -130,32 +130,12 @@ CountDifferences(const TImageA *                      a,
   return differing;
 }
 
-/** Prints and counts checks; Finish() prints the verdict and returns the test's exit code. */
-class Checker
-{
-public:
-  void
-  operator()(bool ok, const std::string & what)
-  {
-    std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
-    m_Failures += ok ? 0 : 1;
-  }
-  int
-  Finish() const
-  {
-    std::cout << (m_Failures == 0 ? "Test passed." : "Test FAILED.") << std::endl;
-    return m_Failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-  }
-
-private:
-  int m_Failures{ 0 };
-};
-
 /** Progress events arrive in order and end at 1; AbortGenerateDataOn from a progress observer
- * stops the filter with an exception before the end; afterwards the filter runs to the end again. */
-template <typename TFilter>
+ * stops the filter with an exception before the end; afterwards the filter runs to the end again.
+ * `check(ok, what)` records each claim (e.g. with EXPECT_TRUE). */
+template <typename TFilter, typename TCheck>
 void
-CheckProgressAndAbort(TFilter * filter, size_t minimumEvents, Checker & check)
+CheckProgressAndAbort(TFilter * filter, size_t minimumEvents, TCheck && check)
 {
   struct Data
   {

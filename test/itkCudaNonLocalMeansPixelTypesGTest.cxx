@@ -24,12 +24,16 @@
 #include "itkCudaNonLocalMeansTestUtilities.h"
 #include "itkCastImageFilter.h"
 #include "itkRGBPixel.h"
-#include "itkTestingMacros.h"
+#include "itkGTest.h"
 #include "itkVectorImage.h"
 
 namespace
 {
-itk::nlm_test::Checker Check;
+void
+Check(bool ok, const std::string & what)
+{
+  EXPECT_TRUE(ok) << what;
+}
 
 template <typename TIn, typename TOut = TIn>
 typename TOut::Pointer
@@ -91,16 +95,18 @@ CheckIntegerScalar(const std::string & name, double offset)
 }
 } // namespace
 
-int
-itkCudaNonLocalMeansImageFilterPixelTypesTest(int, char *[])
+TEST(CudaNonLocalMeansPixelTypes, IntegerInputsComputeAsDoubleAndIntegerOutputsAreRoundedAndClamped)
 {
   CheckIntegerScalar<unsigned char>("unsigned char", 0.0);
   CheckIntegerScalar<short>("short", -100.0);
   CheckIntegerScalar<unsigned short>("unsigned short", 1000.0);
   CheckIntegerScalar<int>("int", -5000.0);
+}
 
-  // Float input (float32 working type) equals the float64 computation on the same values rounded
-  // to float: fast mode computes in float64 in both cases.
+// Float input (float32 working type) equals the float64 computation on the same values rounded to
+// float: fast mode computes in float64 in both cases; slow mode in float32, as scikit-image does.
+TEST(CudaNonLocalMeansPixelTypes, FloatInputsComputeAsScikitImageComputesFloat32Arrays)
+{
   {
     using FloatImage = itk::Image<float, 2>;
     using DoubleImage = itk::Image<double, 2>;
@@ -125,8 +131,10 @@ itkCudaNonLocalMeansImageFilterPixelTypesTest(int, char *[])
               << std::endl;
     Check(differing > 0, "slow mode with float input uses float32 arithmetic, as scikit-image does");
   }
+}
 
-  // Multi-component pixel types agree with each other.
+TEST(CudaNonLocalMeansPixelTypes, EveryMultiComponentPixelTypeGivesTheSameNumbers)
+{
   {
     constexpr unsigned int Dim = 2;
     using VectorImageType = itk::VectorImage<float, Dim>;
@@ -175,6 +183,4 @@ itkCudaNonLocalMeansImageFilterPixelTypesTest(int, char *[])
                                           "one component") == 0,
           "VectorImage with one component == scalar image (bitwise)");
   }
-
-  return Check.Finish();
 }

@@ -22,25 +22,29 @@
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkCudaNonLocalMeansTestUtilities.h"
 #include "itkStreamingImageFilter.h"
-#include "itkTestingMacros.h"
+#include "itkGTest.h"
 #include "itkVectorImage.h"
 
 #include <vector>
 
 namespace
 {
-itk::nlm_test::Checker Check;
+void
+Check(bool ok, const std::string & what)
+{
+  EXPECT_TRUE(ok) << what;
+}
 
 template <typename TImage>
 typename TImage::Pointer
-Run(const TImage * input,
-    int            patchSize,
-    int            distance,
-    double         h,
-    double         sigma,
-    bool           fast,
-    unsigned int   workUnits,
-    unsigned int   streams)
+Compute(const TImage * input,
+        int            patchSize,
+        int            distance,
+        double         h,
+        double         sigma,
+        bool           fast,
+        unsigned int   workUnits,
+        unsigned int   streams)
 {
   using FilterType = itk::CudaNonLocalMeansImageFilter<TImage>;
   auto filter = FilterType::New();
@@ -72,25 +76,24 @@ CheckInvariance(const std::string & name,
                 double              sigma,
                 bool                fast)
 {
-  const auto reference = Run(input, patchSize, distance, h, sigma, fast, 1, 1);
+  const auto reference = Compute(input, patchSize, distance, h, sigma, fast, 1, 1);
   const auto region = input->GetLargestPossibleRegion();
   for (unsigned int workUnits : { 2u, 3u, 7u, 16u })
   {
-    const auto out = Run(input, patchSize, distance, h, sigma, fast, workUnits, 1);
+    const auto out = Compute(input, patchSize, distance, h, sigma, fast, workUnits, 1);
     Check(itk::nlm_test::CountDifferences(reference.GetPointer(), out.GetPointer(), region, name) == 0,
           name + ": " + std::to_string(workUnits) + " work units == 1 work unit (bitwise)");
   }
   for (unsigned int streams : { 2u, 5u, 9u })
   {
-    const auto out = Run(input, patchSize, distance, h, sigma, fast, 3, streams);
+    const auto out = Compute(input, patchSize, distance, h, sigma, fast, 3, streams);
     Check(itk::nlm_test::CountDifferences(reference.GetPointer(), out.GetPointer(), region, name) == 0,
           name + ": " + std::to_string(streams) + " stream divisions == whole image (bitwise)");
   }
 }
 } // namespace
 
-int
-itkCudaNonLocalMeansImageFilterThreadingTest(int, char *[])
+TEST(CudaNonLocalMeansCPUBackend, OutputIsBitwiseIndependentOfThreadsAndStreaming)
 {
   {
     using ImageType = itk::Image<double, 3>;
@@ -113,45 +116,43 @@ itkCudaNonLocalMeansImageFilterThreadingTest(int, char *[])
     const auto input = itk::nlm_test::MakeImage<ImageType>({ { 12, 10, 11 } }, 1, 14);
     CheckInvariance("3D float slow p3 d2", input.GetPointer(), 3, 2, 0.2, 0.1, false);
   }
+}
 
-  // A requested sub-region equals the same region of the whole output.
-  {
-    using ImageType = itk::Image<float, 3>;
-    const auto input = itk::nlm_test::MakeImage<ImageType>({ { 20, 18, 16 } }, 1, 15);
-    const auto whole = Run(input.GetPointer(), 3, 3, 0.1, 0.05, true, 2, 1);
-    using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
-    auto filter = FilterType::New();
-    filter->SetInput(input);
-    filter->SetPatchSize(3);
-    filter->SetPatchDistance(3);
-    filter->SetH(0.1);
-    filter->SetSigma(0.05);
-    filter->SetBackend(FilterType::BackendEnum::CPU);
-    const ImageType::RegionType part({ { 3, 14, 0 } }, { { 9, 4, 5 } });
-    filter->GetOutput()->SetRequestedRegion(part);
-    filter->GetOutput()->Update();
-    ImageType::RegionType expectedInput = part;
-    expectedInput.PadByRadius(3 / 2 + 3 + 1);
-    expectedInput.Crop(input->GetLargestPossibleRegion());
-    Check(filter->GetInput()->GetRequestedRegion() == expectedInput,
-          "input requested region = output region padded by PatchSize/2 + PatchDistance + 1, cropped");
-    Check(filter->GetOutput()->GetBufferedRegion() == part, "only the requested region was computed");
-    Check(itk::nlm_test::CountDifferences(whole.GetPointer(), filter->GetOutput(), part, "sub-region") == 0,
-          "requested sub-region == whole image (bitwise)");
-  }
+TEST(CudaNonLocalMeansCPUBackend, RequestedSubRegionEqualsTheSameRegionOfTheWholeOutput)
+{
+  using ImageType = itk::Image<float, 3>;
+  const auto input = itk::nlm_test::MakeImage<ImageType>({ { 20, 18, 16 } }, 1, 15);
+  const auto whole = Compute(input.GetPointer(), 3, 3, 0.1, 0.05, true, 2, 1);
+  using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
+  auto filter = FilterType::New();
+  filter->SetInput(input);
+  filter->SetPatchSize(3);
+  filter->SetPatchDistance(3);
+  filter->SetH(0.1);
+  filter->SetSigma(0.05);
+  filter->SetBackend(FilterType::BackendEnum::CPU);
+  const ImageType::RegionType part({ { 3, 14, 0 } }, { { 9, 4, 5 } });
+  filter->GetOutput()->SetRequestedRegion(part);
+  filter->GetOutput()->Update();
+  ImageType::RegionType expectedInput = part;
+  expectedInput.PadByRadius(3 / 2 + 3 + 1);
+  expectedInput.Crop(input->GetLargestPossibleRegion());
+  Check(filter->GetInput()->GetRequestedRegion() == expectedInput,
+        "input requested region = output region padded by PatchSize/2 + PatchDistance + 1, cropped");
+  Check(filter->GetOutput()->GetBufferedRegion() == part, "only the requested region was computed");
+  Check(itk::nlm_test::CountDifferences(whole.GetPointer(), filter->GetOutput(), part, "sub-region") == 0,
+        "requested sub-region == whole image (bitwise)");
+}
 
-  // Progress events, then abort.
-  {
-    using ImageType = itk::Image<float, 3>;
-    using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
-    const auto input = itk::nlm_test::MakeImage<ImageType>({ { 24, 24, 24 } }, 1, 16);
-    auto       filter = FilterType::New();
-    filter->SetInput(input);
-    filter->SetPatchSize(3);
-    filter->SetPatchDistance(3);
-    filter->SetBackend(FilterType::BackendEnum::CPU);
-    itk::nlm_test::CheckProgressAndAbort(filter.GetPointer(), 10, Check);
-  }
-
-  return Check.Finish();
+TEST(CudaNonLocalMeansCPUBackend, ProgressIsOrderedAndAbortStopsTheUpdate)
+{
+  using ImageType = itk::Image<float, 3>;
+  using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
+  const auto input = itk::nlm_test::MakeImage<ImageType>({ { 24, 24, 24 } }, 1, 16);
+  auto       filter = FilterType::New();
+  filter->SetInput(input);
+  filter->SetPatchSize(3);
+  filter->SetPatchDistance(3);
+  filter->SetBackend(FilterType::BackendEnum::CPU);
+  itk::nlm_test::CheckProgressAndAbort(filter.GetPointer(), 10, Check);
 }

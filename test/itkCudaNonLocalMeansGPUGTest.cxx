@@ -21,13 +21,13 @@
 // not divisible by the tile, images smaller than the padding, forced tile shapes, multi-slab runs
 // forced by a low memory budget, streaming, repeated Updates, several filters alive at once (also
 // from several threads), slow mode (CPU fallback), progress and abort; and the accuracy of the
-// opt-in single-precision mode. Exits 77 (skipped) when no usable CUDA device exists.
+// opt-in single-precision mode. The program exits 77 (skipped) when no usable CUDA device exists.
 
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkCudaNonLocalMeansTestUtilities.h"
 #include "itkNonLocalMeansOverrides.h"
 #include "itkStreamingImageFilter.h"
-#include "itkTestingMacros.h"
+#include "itkGTest.h"
 #include "itkVectorImage.h"
 
 #include <cstdlib>
@@ -38,7 +38,11 @@
 
 namespace
 {
-itk::nlm_test::Checker Check;
+void
+Check(bool ok, const std::string & what)
+{
+  EXPECT_TRUE(ok) << what;
+}
 
 void
 SetEnv(const char * name, const char * value)
@@ -96,11 +100,11 @@ Configure(TFilter * filter, const Params & p, itk::CudaNonLocalMeansImageFilterE
 
 template <typename TIn, typename TOut = TIn>
 typename TOut::Pointer
-Run(const TIn *                                     input,
-    const Params &                                  p,
-    itk::CudaNonLocalMeansImageFilterEnums::Backend backend,
-    std::string *                                   info = nullptr,
-    unsigned int *                                  slabs = nullptr)
+Compute(const TIn *                                     input,
+        const Params &                                  p,
+        itk::CudaNonLocalMeansImageFilterEnums::Backend backend,
+        std::string *                                   info = nullptr,
+        unsigned int *                                  slabs = nullptr)
 {
   using FilterType = itk::CudaNonLocalMeansImageFilter<TIn, TOut>;
   auto filter = FilterType::New();
@@ -139,9 +143,9 @@ void
 Compare(const std::string & name, const TIn * input, const Params & p)
 {
   using BackendEnum = itk::CudaNonLocalMeansImageFilterEnums::Backend;
-  const auto  cpu = Run<TIn, TOut>(input, p, BackendEnum::CPU);
+  const auto  cpu = Compute<TIn, TOut>(input, p, BackendEnum::CPU);
   std::string info;
-  const auto  gpu = Run<TIn, TOut>(input, p, BackendEnum::CUDA, &info);
+  const auto  gpu = Compute<TIn, TOut>(input, p, BackendEnum::CUDA, &info);
   const auto  differing =
     itk::nlm_test::CountDifferences(cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), name);
   Check(differing == 0, name + " (" + info + "): CUDA == CPU bitwise, " + std::to_string(differing) + " differ");
@@ -158,7 +162,7 @@ CheckAuto(const std::string & name, const TImage * input, const Params & p)
   std::string refusal;
   try
   {
-    Run<TImage>(input, p, BackendEnum::CUDA);
+    Compute<TImage>(input, p, BackendEnum::CUDA);
   }
   catch (const itk::ExceptionObject & e)
   {
@@ -168,7 +172,7 @@ CheckAuto(const std::string & name, const TImage * input, const Params & p)
   filter->SetInput(input);
   Configure(filter.GetPointer(), p, BackendEnum::Auto);
   filter->Update();
-  const auto cpu = Run<TImage>(input, p, BackendEnum::CPU);
+  const auto cpu = Compute<TImage>(input, p, BackendEnum::CPU);
   const auto differing =
     itk::nlm_test::CountDifferences(cpu.GetPointer(), filter->GetOutput(), input->GetLargestPossibleRegion(), name);
   const std::string & reason = filter->GetBackendStatistics().CPUFallbackReason;
@@ -200,30 +204,23 @@ Image(std::initializer_list<itk::SizeValueType> size, unsigned int components, u
   std::copy(size.begin(), size.end(), s.begin());
   return itk::nlm_test::MakeImage<TImage>(s, components, seed, scale);
 }
+using BackendEnum = itk::CudaNonLocalMeansImageFilterEnums::Backend;
+using F2 = itk::Image<float, 2>;
+using D2 = itk::Image<double, 2>;
+using F3 = itk::Image<float, 3>;
+using D3 = itk::Image<double, 3>;
+using U3 = itk::Image<unsigned char, 3>;
+using F4 = itk::Image<float, 4>;
+using D4 = itk::Image<double, 4>;
+using VF2 = itk::VectorImage<float, 2>;
+using VD2 = itk::VectorImage<double, 2>;
+using VF3 = itk::VectorImage<float, 3>;
+using VF4 = itk::VectorImage<float, 4>;
 } // namespace
 
-int
-itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
-{
-  std::string whyNot;
-  if (!itk::NonLocalMeansBackendSelection::CUDAIsUsable(whyNot))
-  {
-    std::cout << "Skipped: no usable CUDA backend (" << whyNot << ")" << std::endl;
-    return 77;
-  }
-  using BackendEnum = itk::CudaNonLocalMeansImageFilterEnums::Backend;
-  using F2 = itk::Image<float, 2>;
-  using D2 = itk::Image<double, 2>;
-  using F3 = itk::Image<float, 3>;
-  using D3 = itk::Image<double, 3>;
-  using U3 = itk::Image<unsigned char, 3>;
-  using F4 = itk::Image<float, 4>;
-  using D4 = itk::Image<double, 4>;
-  using VF2 = itk::VectorImage<float, 2>;
-  using VD2 = itk::VectorImage<double, 2>;
-  using VF3 = itk::VectorImage<float, 3>;
-  using VF4 = itk::VectorImage<float, 4>;
 
+TEST(CudaNonLocalMeansGPU, EqualsTheCPUBackendBitwiseIn2D)
+{
   // 2D.
   Compare("2D float p7 d5 sigma", Image<F2>({ 67, 45 }, 1, 1).GetPointer(), { 7, 5, 0.1, 0.05 });
   Compare("2D double p5 d11", Image<D2>({ 50, 61 }, 1, 2).GetPointer(), { 5, 11, 0.12, 0.0 });
@@ -233,7 +230,10 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
   Compare("2D RGB double p5 d4", Image<VD2>({ 40, 35 }, 3, 6).GetPointer(), { 5, 4, 0.1, 0.02 });
   Compare("2D 2-channel float p4(->5) d7", Image<VF2>({ 44, 37 }, 2, 7).GetPointer(), { 4, 7, 0.15, 0.05 });
   Compare("2D smaller than padding", Image<D2>({ 5, 6 }, 1, 8).GetPointer(), { 7, 5, 0.1, 0.0 });
+}
 
+TEST(CudaNonLocalMeansGPU, EqualsTheCPUBackendBitwiseIn3D)
+{
   // 3D.
   Compare("3D float p3 d3 33x27x19", Image<F3>({ 33, 27, 19 }, 1, 9).GetPointer(), { 3, 3, 0.1, 0.1 });
   Compare("3D double p5 d2", Image<D3>({ 29, 23, 18 }, 1, 10).GetPointer(), { 5, 2, 0.2, 0.0 });
@@ -259,12 +259,18 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     Compare("3D double constant block sigma 0", input.GetPointer(), { 3, 3, 0.1, 0.0 });
     Compare("3D double constant block sigma 0.05", input.GetPointer(), { 3, 2, 0.1, 0.05 });
   }
+}
 
+TEST(CudaNonLocalMeansGPU, EqualsTheCPUBackendBitwiseIn4D)
+{
   // 4D.
   Compare("4D double p3 d2", Image<D4>({ 9, 8, 7, 6 }, 1, 18).GetPointer(), { 3, 2, 0.1, 0.05 });
   Compare("4D 2-channel float p3 d1", Image<VF4>({ 7, 6, 6, 5 }, 2, 19).GetPointer(), { 3, 1, 0.15, 0.1 });
   Compare("4D float p5 d1", Image<F4>({ 10, 9, 8, 7 }, 1, 20).GetPointer(), { 5, 1, 0.2, 0.0 });
+}
 
+TEST(CudaNonLocalMeansGPU, UploadsInPiecesAndLaunchesOfFewTilesChangeNoBit)
+{
   // Uploads in pieces of a few planes (the piece follows the staging chunk, forced small here): the
   // padding starts piece by piece. Staged in many chunks per piece, one plane per piece, and two
   // pieces not staged (the whole transfer smaller than two chunks).
@@ -296,6 +302,11 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
   Compare(
     "3D float one plane per piece, 56 chunks each", Image<F3>({ 33, 27, 19 }, 1, 32).GetPointer(), { 3, 3, 0.1, 0.1 });
   Compare("3D double p5 d2 in pieces", Image<D3>({ 24, 21, 30 }, 1, 33).GetPointer(), { 5, 2, 0.1, 0.05 });
+  SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", nullptr);
+}
+
+TEST(CudaNonLocalMeansGPU, ANonFiniteInputValueIsReportedAsByTheCPUBackend)
+{
   // A value that is not finite, found by the check fused into the staged upload (first, middle and
   // last piece) or by the separate pass (not staged): the same exception as the CPU backend's.
   for (const char * chunk : { "3000", "64", "100000000" })
@@ -312,7 +323,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
       {
         try
         {
-          Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, backend);
+          Compute(input.GetPointer(), { 3, 3, 0.1, 0.05 }, backend);
           messages[index] = "no exception";
         }
         catch (const itk::ExceptionObject & e)
@@ -327,11 +338,14 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     }
   }
   SetEnv("CUDANONLOCALMEANS_STAGING_CHUNK", nullptr);
+}
 
+TEST(CudaNonLocalMeansGPU, TileShapesSlabSplitsAndStreamingChangeNoBit)
+{
   // Independence of the tile shape, the slab split and streaming.
   {
     const auto input = Image<F3>({ 37, 29, 71 }, 1, 21);
-    const auto cpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CPU);
+    const auto cpu = Compute(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CPU);
     // The CUDA result with an environment variable set equals the CPU result, and the configuration
     // used mentions `expected`.
     auto sameWith = [&](const char * variable, const char * value, const std::string & what, const char * expected) {
@@ -342,7 +356,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
       F3::Pointer gpu;
       try
       {
-        gpu = Run(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
+        gpu = Compute(input.GetPointer(), { 3, 3, 0.1, 0.05 }, BackendEnum::CUDA, &info);
       }
       catch (...)
       {
@@ -381,7 +395,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
       F3::Pointer  gpu;
       try
       {
-        gpu = Run(input.GetPointer(), p, BackendEnum::CUDA, &info, &slabs);
+        gpu = Compute(input.GetPointer(), p, BackendEnum::CUDA, &info, &slabs);
       }
       catch (const itk::ExceptionObject & e)
       {
@@ -402,7 +416,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
       p.memory = memory;
       std::string  info;
       unsigned int slabs = 0;
-      const auto   gpu = Run(input.GetPointer(), p, BackendEnum::CUDA, &info, &slabs);
+      const auto   gpu = Compute(input.GetPointer(), p, BackendEnum::CUDA, &info, &slabs);
       Check(itk::nlm_test::CountDifferences(
               cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), "staged") == 0,
             "staged copies in 3000-byte chunks, " + std::to_string(slabs) + " slab(s) (" + info + ") == CPU");
@@ -412,16 +426,19 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     {
       Params p{ 3, 3, 0.1, 0.05 };
       p.streams = streams;
-      const auto gpu = Run(input.GetPointer(), p, BackendEnum::CUDA);
+      const auto gpu = Compute(input.GetPointer(), p, BackendEnum::CUDA);
       Check(itk::nlm_test::CountDifferences(
               cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), "streams") == 0,
             std::to_string(streams) + " stream divisions on CUDA == CPU whole image");
     }
     Params tooSmall{ 3, 3, 0.1, 0.05 };
     tooSmall.memory = 1000;
-    ITK_TRY_EXPECT_EXCEPTION(Run(input.GetPointer(), tooSmall, BackendEnum::CUDA));
+    EXPECT_THROW(Compute(input.GetPointer(), tooSmall, BackendEnum::CUDA), itk::ExceptionObject);
   }
+}
 
+TEST(CudaNonLocalMeansGPU, RepeatedUpdatesAndConcurrentFiltersChangeNoBit)
+{
   // Repeated Updates and several filters alive at once, also updated from several threads.
   {
     using FilterType = itk::CudaNonLocalMeansImageFilter<F3>;
@@ -437,8 +454,8 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     fb->SetPatchDistance(2);
     fa->SetBackend(BackendEnum::CUDA);
     fb->SetBackend(BackendEnum::CUDA);
-    const auto refA = Run(a.GetPointer(), { 3, 3, 0.1, 0.0 }, BackendEnum::CPU);
-    const auto refB = Run(b.GetPointer(), { 5, 2, 0.1, 0.0 }, BackendEnum::CPU);
+    const auto refA = Compute(a.GetPointer(), { 3, 3, 0.1, 0.0 }, BackendEnum::CPU);
+    const auto refB = Compute(b.GetPointer(), { 5, 2, 0.1, 0.0 }, BackendEnum::CPU);
     bool       same = true;
     for (int i = 0; i < 3; ++i)
     {
@@ -457,7 +474,7 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     for (size_t i = 0; i < outputs.size(); ++i)
     {
       threads.emplace_back([&, i] {
-        outputs[i] = Run(
+        outputs[i] = Compute(
           (i % 2 ? b : a).GetPointer(), i % 2 ? Params{ 5, 2, 0.1, 0.0 } : Params{ 3, 3, 0.1, 0.0 }, BackendEnum::CUDA);
       });
     }
@@ -475,14 +492,20 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     }
     Check(threadedSame, "four filters updated from four threads at once == CPU");
   }
+}
 
+TEST(CudaNonLocalMeansGPU, ClassicModeRunsOnTheCPUBackend)
+{
   // Slow mode: the CUDA backend runs it on the CPU backend.
   {
     Params p{ 5, 3, 0.15, 0.05 };
     p.fast = false;
     Compare("2D float slow mode (CPU fallback)", Image<F2>({ 30, 28 }, 1, 24).GetPointer(), p);
   }
+}
 
+TEST(CudaNonLocalMeansGPU, ProgressIsOrderedAndAbortStopsTheUpdate)
+{
   // Progress and abort on the GPU.
   {
     using FilterType = itk::CudaNonLocalMeansImageFilter<F3>;
@@ -494,15 +517,18 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     filter->SetBackend(BackendEnum::CUDA);
     itk::nlm_test::CheckProgressAndAbort(filter.GetPointer(), 5, Check);
   }
+}
 
+TEST(CudaNonLocalMeansGPU, SinglePrecisionIsCloseToFloat64)
+{
   // Opt-in single precision: close to the float64 result, not bitwise.
   {
     const auto input = Image<D3>({ 40, 36, 32 }, 1, 26);
     Params     p{ 3, 3, 0.1, 0.05 };
-    const auto ref = Run(input.GetPointer(), p, BackendEnum::CPU);
+    const auto ref = Compute(input.GetPointer(), p, BackendEnum::CPU);
     p.single = true;
     std::string                       info;
-    const auto                        single = Run(input.GetPointer(), p, BackendEnum::CUDA, &info);
+    const auto                        single = Compute(input.GetPointer(), p, BackendEnum::CUDA, &info);
     double                            maxDiff = 0.0;
     itk::ImageRegionConstIterator<D3> ir(ref, ref->GetLargestPossibleRegion());
     itk::ImageRegionConstIterator<D3> is(single, single->GetLargestPossibleRegion());
@@ -513,7 +539,10 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
     std::cout << "single precision (" << info << "): max |diff| to float64 = " << maxDiff << std::endl;
     Check(maxDiff < 1e-4, "single precision within 1e-4 of float64");
   }
+}
 
+TEST(CudaNonLocalMeansGPU, AutoComputesOnTheCPUWhatTheCUDABackendRefuses)
+{
   // Auto never fails where the CPU can compute: a memory budget too small for one slab is refused
   // by the CUDA backend on every device. (So are scikit-image's defaults in 4D on current GPUs, but
   // the CPU needs minutes for them even on a small image: the padded volume times 23^4/2 shifts.)
@@ -526,6 +555,18 @@ itkCudaNonLocalMeansImageFilterGPUTest(int, char *[])
             false,
           "where the CUDA backend can compute, Auto uses it");
   }
+}
 
-  return Check.Finish();
+/** Runs the tests, or exits 77 (CTest's skip) where no usable CUDA backend exists. */
+int
+main(int argc, char * argv[])
+{
+  std::string whyNot;
+  if (!itk::NonLocalMeansBackendSelection::CUDAIsUsable(whyNot))
+  {
+    std::cout << "Skipped: no usable CUDA backend (" << whyNot << ")" << std::endl;
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
 }
