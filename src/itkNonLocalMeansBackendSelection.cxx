@@ -142,11 +142,7 @@ NonLocalMeansBackendSelection::CreateCPUBackend()
 NonLocalMeansBackend::Pointer
 NonLocalMeansBackendSelection::CreateCUDABackend(std::string & whyNot)
 {
-  if (!NonLocalMeansCUDABackend::IsUsable(whyNot))
-  {
-    return nullptr;
-  }
-  return NonLocalMeansCUDABackend::New().GetPointer();
+  return NonLocalMeansCUDABackend::Create(whyNot).GetPointer();
 }
 
 bool

@@ -37,18 +37,6 @@ MillisecondsSince(Clock::time_point start)
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-nlm::CUDADevice &
-UsableDevice()
-{
-  std::string       why;
-  nlm::CUDADevice * device = nlm::CUDADevice::Get(why);
-  if (device == nullptr)
-  {
-    itkGenericExceptionMacro("The CUDA backend cannot be used: " << why);
-  }
-  return *device;
-}
-
 /** Fills the statistics' configuration, slab count and memory from the launch plan. */
 void
 RecordPlan(NonLocalMeansBackend::RunStatistics & statistics, const nlm::LaunchPlan & plan, double setupMilliseconds)
@@ -79,6 +67,19 @@ NonLocalMeansCUDABackend::IsUsable(std::string & whyNot)
   return nlm::CUDADevice::Get(whyNot) != nullptr;
 }
 
+NonLocalMeansCUDABackend::Pointer
+NonLocalMeansCUDABackend::Create(std::string & whyNot)
+{
+  nlm::CUDADevice * device = nlm::CUDADevice::Get(whyNot);
+  if (device == nullptr)
+  {
+    return nullptr;
+  }
+  Pointer backend = new Self(*device);
+  backend->UnRegister();
+  return backend;
+}
+
 void
 NonLocalMeansCUDABackend::Run(const Problem &     problem,
                               ProcessObject *     caller,
@@ -92,7 +93,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   }
   m_Statistics = RunStatistics{};
   const auto        setupStart = Clock::now();
-  nlm::CUDADevice & device = UsableDevice();
+  nlm::CUDADevice & device = m_Device;
   m_Statistics.Device = device.Description();
   if (OutputIsEmpty(problem))
   {

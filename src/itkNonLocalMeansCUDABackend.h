@@ -22,6 +22,10 @@
 
 namespace itk
 {
+namespace nlm
+{
+class CUDADevice;
+}
 
 /** \class NonLocalMeansCUDABackend
  * \brief CUDA implementation of doc/numerical-contract.md (fast mode), bitwise equal to the CPU
@@ -45,7 +49,6 @@ public:
   using Pointer = SmartPointer<Self>;
   using ConstPointer = SmartPointer<const Self>;
 
-  itkNewMacro(Self);
 #ifdef itkOverrideGetNameOfClassMacro
   itkOverrideGetNameOfClassMacro(NonLocalMeansCUDABackend);
 #else
@@ -55,6 +58,10 @@ public:
   /** Whether the driver, a device and NVRTC are usable; fills `whyNot` otherwise. */
   static bool
   IsUsable(std::string & whyNot);
+
+  /** A backend on the process's CUDA device, or null (with `whyNot`) when it cannot be used. */
+  static Pointer
+  Create(std::string & whyNot);
 
   void
   Run(const Problem &     problem,
@@ -69,11 +76,14 @@ public:
   }
 
 protected:
-  NonLocalMeansCUDABackend() = default;
+  explicit NonLocalMeansCUDABackend(nlm::CUDADevice & device)
+    : m_Device(device)
+  {}
   ~NonLocalMeansCUDABackend() override = default;
 
 private:
-  RunStatistics m_Statistics;
+  nlm::CUDADevice & m_Device;
+  RunStatistics     m_Statistics;
 };
 
 } // end namespace itk
