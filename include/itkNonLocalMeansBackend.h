@@ -126,6 +126,7 @@ public:
     double        AllocationMilliseconds{ 0.0 }; // host: device buffers, the first page-locked buffer
     bool          KernelFromDiskCache{ false };
     bool          KernelFromMemoryCache{ false };
+    bool          KernelCacheRepaired{ false }; // a cached module the driver did not load was compiled again
     unsigned int  Slabs{ 0 };
     std::uint64_t DeviceBytes{ 0 };
     std::string   CPUFallbackReason; // Backend Auto computed on the CPU: why the CUDA backend did not

@@ -16,6 +16,7 @@
  *
  *=========================================================================*/
 #include "itkNonLocalMeansCUDADevice.h"
+#include "itkNonLocalMeansKernelCache.h"
 #include "itkNonLocalMeansNumerics.h"
 
 #include <algorithm>
@@ -197,39 +198,62 @@ CUDADevice::Module(const KernelConfig & config, NonLocalMeansBackend::RunStatist
     statistics.KernelFromMemoryCache = true;
     return it->second;
   }
-  const CompiledKernel compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture);
+  CompiledKernel compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture);
+  LoadedModule   m;
+  cuda::CUresult r = LoadImage(compiled, m);
+  if (r != cuda::CUDA_SUCCESS && compiled.FromDiskCache)
+  {
+    // A cached module the driver does not load: remove it, compile again and store that instead.
+    RemoveCacheEntry(compiled.CachePath);
+    compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture, CacheUse::WriteOnly);
+    statistics.KernelCacheRepaired = true;
+    r = LoadImage(compiled, m);
+  }
+  if (r != cuda::CUDA_SUCCESS)
+  {
+    ThrowLoadFailure(compiled, r);
+  }
   statistics.CompileMilliseconds = compiled.Milliseconds;
   statistics.KernelFromDiskCache = compiled.FromDiskCache;
-  return m_Modules.emplace(key.str(), LoadModule(config, compiled)).first->second;
+  FindKernels(config, m);
+  return m_Modules.emplace(key.str(), m).first->second;
 }
 
-LoadedModule
-CUDADevice::LoadModule(const KernelConfig & config, const CompiledKernel & compiled) const
+cuda::CUresult
+CUDADevice::LoadImage(const CompiledKernel & compiled, LoadedModule & m) const
 {
   std::vector<char> image = compiled.Image;
   if (compiled.IsPTX)
   {
     image.push_back('\0');
   }
-  const auto &         d = *m_Driver;
-  LoadedModule         m;
-  const cuda::CUresult r = d.cuModuleLoadData(&m.Module, image.data());
-  if (r != cuda::CUDA_SUCCESS)
+  return m_Driver->cuModuleLoadData(&m.Module, image.data());
+}
+
+void
+CUDADevice::ThrowLoadFailure(const CompiledKernel & compiled, cuda::CUresult r) const
+{
+  const auto & d = *m_Driver;
+  const int    nvrtc = NvrtcVersion(*m_Nvrtc);
+  if ((r == cuda::CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == cuda::CUDA_ERROR_NO_BINARY_FOR_GPU ||
+       r == cuda::CUDA_ERROR_INVALID_IMAGE) &&
+      m_DriverVersion < nvrtc)
   {
-    const int nvrtc = NvrtcVersion(*m_Nvrtc);
-    if ((r == cuda::CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == cuda::CUDA_ERROR_NO_BINARY_FOR_GPU ||
-         r == cuda::CUDA_ERROR_INVALID_IMAGE) &&
-        m_DriverVersion < nvrtc)
-    {
-      itkGenericExceptionMacro("The NVIDIA driver (CUDA "
-                               << VersionText(m_DriverVersion) << ") is too old for code compiled by NVRTC "
-                               << VersionText(nvrtc) << " (" << cuda::DescribeResult(d, r)
-                               << "). Update the NVIDIA driver, or point CUDANONLOCALMEANS_NVRTC_LIBRARY at an NVRTC "
-                                  "no newer than the driver.");
-    }
-    itkGenericExceptionMacro("The CUDA driver could not load the compiled kernels ("
-                             << compiled.Target << "): " << cuda::DescribeResult(d, r));
+    itkGenericExceptionMacro("The NVIDIA driver (CUDA "
+                             << VersionText(m_DriverVersion) << ") is too old for code compiled by NVRTC "
+                             << VersionText(nvrtc) << " (" << cuda::DescribeResult(d, r)
+                             << "). Update the NVIDIA driver, or point CUDANONLOCALMEANS_NVRTC_LIBRARY at an NVRTC "
+                                "no newer than the driver.");
   }
+  itkGenericExceptionMacro("The CUDA driver could not load the kernels NVRTC compiled ("
+                           << compiled.Target << "): " << cuda::DescribeResult(d, r)
+                           << (compiled.CachePath.empty() ? std::string() : "; stored in " + compiled.CachePath));
+}
+
+void
+CUDADevice::FindKernels(const KernelConfig & config, LoadedModule & m) const
+{
+  const auto & d = *m_Driver;
   ITK_NLM_CUDA_CHECK(d, cuModuleGetFunction(&m.Pad, m.Module, "nlm_pad"));
   ITK_NLM_CUDA_CHECK(d, cuModuleGetFunction(&m.Fast, m.Module, "nlm_fast"));
   const int shared = static_cast<int>(config.SharedBytes());
@@ -240,7 +264,6 @@ CUDADevice::LoadModule(const KernelConfig & config, const CompiledKernel & compi
   int registers = 0;
   ITK_NLM_CUDA_CHECK(d, cuFuncGetAttribute(&registers, cuda::CU_FUNC_ATTRIBUTE_NUM_REGS, m.Fast));
   m.ResidentBlocksPerMultiprocessor = ResidentBlocksPerMultiprocessor(config, registers, m_Limits);
-  return m;
 }
 
 void

@@ -82,7 +82,7 @@ private:
 /** \class CUDADevice
  * \brief The process-wide state of the CUDA device the backend uses; guarded by mutexes, shared by
  * every filter. */
-class CUDADevice
+class CudaNonLocalMeans_EXPORT CUDADevice
 {
 public:
   /** The device, initialised at the first call; null (with `why`) when no driver, device or NVRTC
@@ -103,6 +103,13 @@ public:
     return m_Description;
   }
 
+  /** Compute capability as 10 * major + minor. */
+  int
+  Architecture() const
+  {
+    return m_Limits.Architecture;
+  }
+
   /** The planner's view of the device, with the memory free now. Call with the context current. */
   DeviceLimits
   Limits() const;
@@ -112,7 +119,8 @@ public:
   Configuration(const NonLocalMeansBackend::Problem & problem, const Overrides & overrides);
 
   /** The module of a configuration: from memory, else compiled (or read from the disk cache) and
-   * loaded. Records compile time and cache use in `statistics`. Call with the context current. */
+   * loaded. A cached module the driver does not load is removed, compiled again and stored anew.
+   * Records compile time and cache use in `statistics`. Call with the context current. */
   const LoadedModule &
   Module(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics);
 
@@ -135,8 +143,12 @@ private:
   Initialize(std::string & why);
   bool
   QueryLimits(std::string & why);
-  LoadedModule
-  LoadModule(const KernelConfig & config, const CompiledKernel & compiled) const;
+  cuda::CUresult
+  LoadImage(const CompiledKernel & compiled, LoadedModule & module) const;
+  [[noreturn]] void
+  ThrowLoadFailure(const CompiledKernel & compiled, cuda::CUresult result) const;
+  void
+  FindKernels(const KernelConfig & config, LoadedModule & module) const;
 
   const cuda::DriverAPI *      m_Driver{ nullptr };
   const cuda::NvrtcAPI *       m_Nvrtc{ nullptr };

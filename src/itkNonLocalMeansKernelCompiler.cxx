@@ -16,24 +16,13 @@
  *
  *=========================================================================*/
 #include "itkNonLocalMeansKernelCompiler.h"
+#include "itkNonLocalMeansKernelCache.h"
 #include "itkNonLocalMeansOverrides.h"
 #include "itkMacro.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <iomanip>
-#include <random>
 #include <sstream>
-#include <sys/stat.h>
-
-#if defined(_WIN32)
-#  include <direct.h>
-#  include <process.h>
-#else
-#  include <unistd.h>
-#endif
 
 namespace itk
 {
@@ -48,115 +37,6 @@ extern const char NumericsHeaderSource[];
 
 namespace
 {
-/** 128-bit FNV-1a style hash (two independent 64-bit lanes); the cache also stores and checks the
- * full key text, so a collision can never return a wrong module. */
-std::string
-HashHex(const std::string & text)
-{
-  unsigned long long a = 1469598103934665603ull;
-  unsigned long long b = 7809847782465536322ull;
-  for (unsigned char c : text)
-  {
-    a = (a ^ c) * 1099511628211ull;
-    b = (b ^ (c + 0x9eu)) * 0x100000001b3ull;
-    b ^= b >> 29;
-  }
-  std::ostringstream os;
-  os << std::hex << std::setfill('0') << std::setw(16) << a << std::setw(16) << b;
-  return os.str();
-}
-
-bool
-MakeDirectories(const std::string & path)
-{
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i)
-  {
-    if (i == path.size() || path[i] == '/' || path[i] == '\\')
-    {
-      if (!partial.empty())
-      {
-#if defined(_WIN32)
-        _mkdir(partial.c_str());
-#else
-        mkdir(partial.c_str(), 0755);
-#endif
-      }
-    }
-    if (i < path.size())
-    {
-      partial += path[i];
-    }
-  }
-  struct stat info;
-  return stat(path.c_str(), &info) == 0;
-}
-
-const char kMagic[] = "ITKCudaNonLocalMeans kernel cache 1\n";
-
-bool
-ReadCacheFile(const std::string & path, const std::string & key, CompiledKernel & kernel)
-{
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-  {
-    return false;
-  }
-  std::string       contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string header = kMagic + std::to_string(key.size()) + "\n" + key + "\n";
-  if (contents.size() < header.size() + 2 || contents.compare(0, header.size(), header) != 0)
-  {
-    return false;
-  }
-  // After the header: one byte 'C' (cubin) or 'P' (PTX), then the image.
-  kernel.IsPTX = contents[header.size()] == 'P';
-  kernel.Image.assign(contents.begin() + static_cast<std::ptrdiff_t>(header.size()) + 1, contents.end());
-  return !kernel.Image.empty();
-}
-
-void
-WriteCacheFile(const std::string &    directory,
-               const std::string &    path,
-               const std::string &    key,
-               const CompiledKernel & kernel)
-{
-  if (!MakeDirectories(directory))
-  {
-    return; // the cache is an optimisation: never fail because of it
-  }
-  // Write to a unique temporary file and rename it into place, so that processes starting at the
-  // same time never see a partial file.
-  std::random_device rd;
-#if defined(_WIN32)
-  const int pid = _getpid();
-#else
-  const int pid = static_cast<int>(getpid());
-#endif
-  const std::string temporary = path + ".tmp." + std::to_string(pid) + "." + std::to_string(rd());
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    if (!out)
-    {
-      return;
-    }
-    out << kMagic << key.size() << "\n" << key << "\n" << (kernel.IsPTX ? 'P' : 'C');
-    out.write(kernel.Image.data(), static_cast<std::streamsize>(kernel.Image.size()));
-    if (!out)
-    {
-      out.close();
-      std::remove(temporary.c_str());
-      return;
-    }
-  }
-#if defined(_WIN32)
-  std::remove(path.c_str());
-#endif
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-  {
-    std::remove(temporary.c_str());
-  }
-}
-
 /** The source NVRTC compiles for a configuration, and the headers it includes. */
 struct KernelSources
 {
@@ -284,78 +164,88 @@ KernelCacheDirectory()
   return GetOverrides().KernelCacheDirectory;
 }
 
-CompiledKernel
-CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arch)
+namespace
 {
-  // Target: the device's own architecture when NVRTC knows it, otherwise PTX for the newest
-  // architecture NVRTC knows that is not newer than the device (the driver compiles it).
+/** The target: the device's own architecture when NVRTC knows it, otherwise PTX for the newest
+ * architecture NVRTC knows that is not newer than the device (the driver compiles it). */
+CompiledKernel
+ChooseTarget(const cuda::NvrtcAPI & nvrtc, int arch)
+{
   int              count = 0;
   std::vector<int> archs;
   if (nvrtc.nvrtcGetNumSupportedArchs(&count) == cuda::NVRTC_SUCCESS && count > 0)
   {
     archs.resize(static_cast<size_t>(count));
-    nvrtc.nvrtcGetSupportedArchs(archs.data());
+    if (nvrtc.nvrtcGetSupportedArchs(archs.data()) != cuda::NVRTC_SUCCESS)
+    {
+      archs.clear();
+    }
   }
   CompiledKernel result;
   if (std::find(archs.begin(), archs.end(), arch) != archs.end())
   {
     result.Target = "sm_" + std::to_string(arch);
+    return result;
   }
-  else
+  int best = 0;
+  for (int a : archs)
   {
-    int best = 0;
-    for (int a : archs)
+    if (a <= arch && a > best)
     {
-      if (a <= arch && a > best)
-      {
-        best = a;
-      }
+      best = a;
     }
-    if (best == 0)
-    {
-      itkGenericExceptionMacro("The NVRTC library (version "
-                               << NvrtcVersion(nvrtc) / 1000.0 << ") cannot compile for compute capability "
-                               << arch / 10 << "." << arch % 10 << ": use an NVRTC that supports this GPU.");
-    }
-    result.Target = "compute_" + std::to_string(best);
-    result.IsPTX = true;
   }
+  if (best == 0)
+  {
+    itkGenericExceptionMacro("The NVRTC library (version "
+                             << NvrtcVersion(nvrtc) / 1000.0 << ") cannot compile for compute capability " << arch / 10
+                             << "." << arch % 10 << ": use an NVRTC that supports this GPU.");
+  }
+  result.Target = "compute_" + std::to_string(best);
+  result.IsPTX = true;
+  return result;
+}
 
+/** NVRTC's options: the configuration's macros, the target, the contract's --fmad=false, and the
+ * overrides' extra options. */
+std::vector<std::string>
+CompileOptions(const KernelConfig & config, const std::string & target, const Overrides & overrides)
+{
   std::vector<std::string> options = config.Macros();
-  options.push_back("--gpu-architecture=" + result.Target);
+  options.push_back("--gpu-architecture=" + target);
   options.push_back("--fmad=false");
   options.push_back("-default-device");
   options.push_back("--std=c++17");
-  const Overrides overrides = GetOverrides();
   options.insert(options.end(), overrides.NvrtcOptions.begin(), overrides.NvrtcOptions.end());
-  const KernelSources sources = SourcesOf(config);
+  return options;
+}
 
-  // Cache key: source, header, options and the NVRTC version.
-  std::ostringstream keyText;
-  keyText << "nvrtc " << NvrtcVersion(nvrtc) << "\n";
+/** The disk cache's key: the NVRTC version, the options, the source and the headers. */
+std::string
+CacheKey(const cuda::NvrtcAPI & nvrtc, const std::vector<std::string> & options, const KernelSources & sources)
+{
+  std::ostringstream key;
+  key << "nvrtc " << NvrtcVersion(nvrtc) << "\n";
   for (const auto & o : options)
   {
-    keyText << o << "\n";
+    key << o << "\n";
   }
-  keyText << sources.Name << "\n" << sources.Source;
+  key << sources.Name << "\n" << sources.Source;
   for (int h = 0; h < KernelSources::Headers; ++h)
   {
-    keyText << "\n" << sources.HeaderNames[h] << "\n" << sources.HeaderSources[h];
+    key << "\n" << sources.HeaderNames[h] << "\n" << sources.HeaderSources[h];
   }
-  const std::string key = keyText.str();
-  const std::string hash = HashHex(key);
-  const std::string directory = overrides.KernelCacheDirectory;
-  const std::string path = directory.empty() ? "" : directory + "/" + hash + (result.IsPTX ? ".ptx" : ".cubin");
-  if (!path.empty())
-  {
-    CompiledKernel cached = result;
-    if (ReadCacheFile(path, key, cached))
-    {
-      cached.FromDiskCache = true;
-      return cached;
-    }
-  }
+  return key.str();
+}
 
+/** Compiles the sources with NVRTC into `result` (image, log, time); throws with NVRTC's log. */
+void
+RunNvrtc(const cuda::NvrtcAPI &           nvrtc,
+         const KernelSources &            sources,
+         const std::vector<std::string> & options,
+         const KernelConfig &             config,
+         CompiledKernel &                 result)
+{
   const auto         start = std::chrono::steady_clock::now();
   cuda::nvrtcProgram program = nullptr;
   cuda::nvrtcResult  r = nvrtc.nvrtcCreateProgram(
@@ -370,11 +260,11 @@ CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arc
     optionPointers.push_back(o.c_str());
   }
   r = nvrtc.nvrtcCompileProgram(program, static_cast<int>(optionPointers.size()), optionPointers.data());
-  size_t logSize = 0;
-  nvrtc.nvrtcGetProgramLogSize(program, &logSize);
-  std::string log(logSize, '\0');
-  if (logSize > 1)
+  size_t      logSize = 0;
+  std::string log;
+  if (nvrtc.nvrtcGetProgramLogSize(program, &logSize) == cuda::NVRTC_SUCCESS && logSize > 1)
   {
+    log.assign(logSize, '\0');
     nvrtc.nvrtcGetProgramLog(program, &log[0]);
   }
   if (r != cuda::NVRTC_SUCCESS)
@@ -385,23 +275,12 @@ CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arc
                              << log);
   }
   size_t size = 0;
-  if (result.IsPTX)
+  r = result.IsPTX ? nvrtc.nvrtcGetPTXSize(program, &size) : nvrtc.nvrtcGetCUBINSize(program, &size);
+  result.Image.resize(size);
+  if (r == cuda::NVRTC_SUCCESS)
   {
-    r = nvrtc.nvrtcGetPTXSize(program, &size);
-    result.Image.resize(size);
-    if (r == cuda::NVRTC_SUCCESS)
-    {
-      r = nvrtc.nvrtcGetPTX(program, result.Image.data());
-    }
-  }
-  else
-  {
-    r = nvrtc.nvrtcGetCUBINSize(program, &size);
-    result.Image.resize(size);
-    if (r == cuda::NVRTC_SUCCESS)
-    {
-      r = nvrtc.nvrtcGetCUBIN(program, result.Image.data());
-    }
+    r = result.IsPTX ? nvrtc.nvrtcGetPTX(program, result.Image.data())
+                     : nvrtc.nvrtcGetCUBIN(program, result.Image.data());
   }
   nvrtc.nvrtcDestroyProgram(&program);
   if (r != cuda::NVRTC_SUCCESS || result.Image.empty())
@@ -410,9 +289,32 @@ CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arc
   }
   result.Milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   result.Log = log.c_str();
-  if (!path.empty())
+}
+} // namespace
+
+CompiledKernel
+CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arch, CacheUse use)
+{
+  CompiledKernel                 result = ChooseTarget(nvrtc, arch);
+  const Overrides                overrides = GetOverrides();
+  const std::vector<std::string> options = CompileOptions(config, result.Target, overrides);
+  const KernelSources            sources = SourcesOf(config);
+  const std::string              key = CacheKey(nvrtc, options, sources);
+  const std::string &            directory = overrides.KernelCacheDirectory;
+  if (!directory.empty())
   {
-    WriteCacheFile(directory, path, key, result);
+    result.CachePath = directory + "/" + HashHex(key) + (result.IsPTX ? ".ptx" : ".cubin");
+  }
+  if (!result.CachePath.empty() && use == CacheUse::ReadAndWrite &&
+      ReadCacheEntry(result.CachePath, key, result.IsPTX, result.Image, result.CacheProblem))
+  {
+    result.FromDiskCache = true;
+    return result;
+  }
+  RunNvrtc(nvrtc, sources, options, config, result);
+  if (!result.CachePath.empty() && !WriteCacheEntry(directory, result.CachePath, key, result.IsPTX, result.Image))
+  {
+    result.CachePath.clear(); // not stored
   }
   return result;
 }

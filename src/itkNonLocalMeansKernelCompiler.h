@@ -81,14 +81,27 @@ struct CompiledKernel
   std::string       Target;              // "sm_90" or "compute_90"
   double            Milliseconds{ 0.0 }; // compile time (0 when read from the disk cache)
   bool              FromDiskCache{ false };
-  std::string       Log; // NVRTC's log (warnings, resource usage with -Xptxas=-v)
+  std::string       CachePath;    // the disk cache entry it was read from or stored in ("" if none)
+  std::string       CacheProblem; // why an entry that was there was not used ("" if none)
+  std::string       Log;          // NVRTC's log (warnings, resource usage with -Xptxas=-v)
+};
+
+/** How CompileKernel uses the disk cache: read an entry and store what it compiles, or compile and
+ * store (to replace an entry the driver would not load). */
+enum class CacheUse
+{
+  ReadAndWrite,
+  WriteOnly
 };
 
 /** Compiles `config` for compute capability `arch` (e.g. 90 for sm_90), or reads it from the disk
- * cache. Throws ExceptionObject with NVRTC's log on failure. Overrides::NvrtcOptions are added to
- * NVRTC's options (and to the cache key). */
+ * cache (itkNonLocalMeansKernelCache.h: verified, owner-only). Throws ExceptionObject with NVRTC's
+ * log on failure. Overrides::NvrtcOptions are added to NVRTC's options (and to the cache key). */
 CudaNonLocalMeans_EXPORT CompiledKernel
-CompileKernel(const cuda::NvrtcAPI & nvrtc, const KernelConfig & config, int arch);
+CompileKernel(const cuda::NvrtcAPI & nvrtc,
+              const KernelConfig &   config,
+              int                    arch,
+              CacheUse               use = CacheUse::ReadAndWrite);
 
 /** The kernel cache folder, or "" when the disk cache is disabled (Overrides::KernelCacheDirectory). */
 CudaNonLocalMeans_EXPORT std::string

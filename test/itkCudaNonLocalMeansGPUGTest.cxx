@@ -25,12 +25,16 @@
 
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkCudaNonLocalMeansTestUtilities.h"
+#include "itkNonLocalMeansCUDADevice.h"
+#include "itkNonLocalMeansKernelCache.h"
 #include "itkNonLocalMeansOverrides.h"
 #include "itkStreamingImageFilter.h"
 #include "itkGTest.h"
 #include "itkVectorImage.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <thread>
@@ -555,6 +559,74 @@ TEST(CudaNonLocalMeansGPU, AutoComputesOnTheCPUWhatTheCUDABackendRefuses)
             false,
           "where the CUDA backend can compute, Auto uses it");
   }
+}
+
+
+TEST(CudaNonLocalMeansGPU, ACachedModuleTheDriverCannotLoadIsCompiledAgain)
+{
+  // A disk cache entry that passes every check (key, length, hash, ELF header) but holds code for
+  // another architecture: the driver refuses it, the entry is removed, compiled again and stored,
+  // and the output is the CPU backend's.
+  std::string                 why;
+  itk::nlm::CUDADevice *      device = itk::nlm::CUDADevice::Get(why);
+  const itk::cuda::NvrtcAPI * nvrtc = itk::cuda::GetNvrtc(why);
+  ASSERT_NE(device, nullptr) << why;
+  ASSERT_NE(nvrtc, nullptr) << why;
+  char folder[] = "/tmp/nlm-gpu-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  const itk::nlm::Overrides saved = itk::nlm::GetOverrides();
+  itk::nlm::Overrides       o = saved;
+  o.KernelCacheDirectory = folder;
+  o.TileShape = { 8, 8, 1, 1, 32, 1, 1 }; // a configuration no other test loads
+  itk::nlm::SetOverrides(o);
+
+  const auto                         input = Image<F2>({ 30, 28 }, 1, 40);
+  const Params                       p{ 3, 1, 0.1, 0.05 };
+  itk::NonLocalMeansBackend::Problem problem;
+  problem.Dimension = 2;
+  for (unsigned int a = 0; a < 2; ++a)
+  {
+    problem.ImageSize[a] = problem.InputSize[a] = problem.OutputSize[a] = (a == 0) ? 30 : 28;
+  }
+  problem.InputType = problem.OutputType = itk::NonLocalMeansBackend::ElementType::Float32;
+  problem.PatchSize = p.patchSize;
+  problem.PatchDistance = p.distance;
+  problem.H = p.h;
+  problem.Sigma = p.sigma;
+  const itk::nlm::DeviceLimits limits;
+  const auto config = itk::nlm::PlanSlabs(problem, itk::nlm::ChooseConfiguration(problem, limits, o), limits).Config;
+  const int  arch = device->Architecture();
+  const auto good = itk::nlm::CompileKernel(*nvrtc, config, arch);
+  ASSERT_FALSE(good.CachePath.empty());
+  const auto other = itk::nlm::CompileKernel(*nvrtc, config, arch >= 90 ? 80 : 90); // another architecture
+  ASSERT_FALSE(other.IsPTX);
+  // The entry of `arch`, with the other architecture's image under a header that matches it.
+  std::ifstream     in(good.CachePath, std::ios::binary);
+  const std::string entry((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t line = entry.rfind("\nC ", entry.size() - good.Image.size());
+  ASSERT_NE(line, std::string::npos);
+  std::ofstream out(good.CachePath, std::ios::binary | std::ios::trunc);
+  out << entry.substr(0, line + 1) << "C " << other.Image.size() << ' '
+      << itk::nlm::HashHex(std::string(other.Image.begin(), other.Image.end())) << "\n";
+  out.write(other.Image.data(), static_cast<std::streamsize>(other.Image.size()));
+  out.close();
+
+  using FilterType = itk::CudaNonLocalMeansImageFilter<F2>;
+  auto filter = FilterType::New();
+  filter->SetInput(input);
+  Configure(filter.GetPointer(), p, BackendEnum::CUDA);
+  EXPECT_NO_THROW(filter->Update());
+  EXPECT_TRUE(filter->GetBackendStatistics().KernelFromDiskCache == false);
+  EXPECT_TRUE(filter->GetBackendStatistics().KernelCacheRepaired);
+  const auto cpu = Compute<F2>(input.GetPointer(), p, BackendEnum::CPU);
+  EXPECT_EQ(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), filter->GetOutput(), input->GetLargestPossibleRegion(), "healed cache"),
+            0u);
+  const auto reread = itk::nlm::CompileKernel(*nvrtc, config, arch);
+  EXPECT_TRUE(reread.FromDiskCache) << "the entry was stored again";
+  EXPECT_EQ(reread.Image, good.Image);
+  itk::nlm::SetOverrides(saved);
+  EXPECT_EQ(std::system((std::string("rm -rf '") + folder + "'").c_str()), 0);
 }
 
 /** Runs the tests, or exits 77 (CTest's skip) where no usable CUDA backend exists. */
