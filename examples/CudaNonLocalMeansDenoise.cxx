@@ -22,8 +22,12 @@
 //
 // Pixel types: float components are processed as float (like scikit-image on float32 arrays), every
 // other component type as double (scikit-image with preserve_range=True). Images with several
-// components per pixel (RGB, vectors) are processed with the components as channels.
+// components per pixel (RGB, vectors) are processed with the components as channels. The result is
+// written with the input's component type (rounded and clamped for integers) unless --output-type
+// says otherwise; files are checked before computing and written through a temporary file
+// (CudaNonLocalMeansImageFiles.h).
 
+#include "CudaNonLocalMeansImageFiles.h"
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkDefaultConvertPixelTraits.h"
 #include "itkImage.h"
@@ -54,6 +58,7 @@ struct Options
 {
   std::string input;
   std::string output{ "CudaNonLocalMeansDenoised.mha" };
+  std::string outputType{ "input" };
   std::string preview;
   int         patchSize{ -1 };
   int         patchDistance{ -1 };
@@ -75,6 +80,9 @@ PrintUsage(const char * name)
             << "  --input FILE           image to denoise (any ITK-readable format); without it a noisy\n"
             << "                         3D phantom is generated\n"
             << "  --output FILE          where to write the result (default CudaNonLocalMeansDenoised.mha)\n"
+            << "  --output-type T        component type of the result: input (default: the input's, rounded\n"
+            << "                         and clamped for integers), uint8, int8, uint16, int16, uint32, int32,\n"
+            << "                         float32 or float64\n"
             << "  --preview FILE.png     also write the middle slice of the input and of the output side by\n"
             << "                         side (first component, one grey window for both)\n"
             << "  --patch-size N         scikit-image patch_size (default 7; 3 for the phantom)\n"
@@ -151,6 +159,16 @@ ParseArguments(int argc, char * argv[], Options & o)
       o.input = value("--input");
     else if (arg == "--output")
       o.output = value("--output");
+    else if (arg == "--output-type")
+    {
+      o.outputType = value("--output-type");
+      if (o.outputType != "input" && nlm_files::OutputTypeNames().count(o.outputType) == 0)
+      {
+        throw std::runtime_error("--output-type must be input, uint8, int8, uint16, int16, uint32, int32, float32 "
+                                 "or float64, not " +
+                                 o.outputType);
+      }
+    }
     else if (arg == "--preview")
       o.preview = value("--preview");
     else if (arg == "--patch-size")
@@ -298,9 +316,16 @@ WritePreview(const TImage * input, const TImage * output, const std::string & fi
   std::cout << "Wrote " << fileName << " (middle slice, input left, output right)\n";
 }
 
+/** What the result is written as. */
+struct OutputFormat
+{
+  itk::IOComponentEnum Type{ itk::IOComponentEnum::DOUBLE };
+  itk::IOPixelEnum     Pixel{ itk::IOPixelEnum::VECTOR }; // for several components
+};
+
 template <typename TImage>
 typename TImage::Pointer
-Denoise(const typename TImage::Pointer & image, const Options & o)
+Denoise(const typename TImage::Pointer & image, const Options & o, const OutputFormat & format)
 {
   using FilterType = itk::CudaNonLocalMeansImageFilter<TImage, TImage>;
   auto filter = FilterType::New();
@@ -363,11 +388,8 @@ Denoise(const typename TImage::Pointer & image, const Options & o)
     std::cout << "\nElapsed: " << seconds << " s (" << voxels * offsets / seconds << " voxel-offsets/s)\n";
   }
 
-  auto writer = itk::ImageFileWriter<TImage>::New();
-  writer->SetInput(filter->GetOutput());
-  writer->SetFileName(o.output);
-  writer->Update();
-  std::cout << "Wrote " << o.output << "\n";
+  nlm_files::WriteImage(filter->GetOutput(), format.Type, format.Pixel, o.output);
+  std::cout << "Wrote " << o.output << " (" << nlm_files::NameOf(format.Type) << ")\n";
   if (!o.preview.empty())
   {
     WritePreview<TImage>(image, filter->GetOutput(), o.preview);
@@ -377,39 +399,59 @@ Denoise(const typename TImage::Pointer & image, const Options & o)
 
 template <typename TComponent, unsigned int VDimension>
 void
-ReadAndDenoise(const Options & o, unsigned int components)
+ReadAndDenoise(const Options & o, unsigned int components, const OutputFormat & format)
 {
   if (components == 1)
   {
     using ImageType = itk::Image<TComponent, VDimension>;
-    Denoise<ImageType>(itk::ReadImage<ImageType>(o.input), o);
+    Denoise<ImageType>(itk::ReadImage<ImageType>(o.input), o, format);
   }
   else
   {
     using ImageType = itk::VectorImage<TComponent, VDimension>;
-    Denoise<ImageType>(itk::ReadImage<ImageType>(o.input), o);
+    Denoise<ImageType>(itk::ReadImage<ImageType>(o.input), o, format);
   }
 }
 
 template <typename TComponent>
 void
-ReadAndDenoise(const Options & o, unsigned int dimension, unsigned int components)
+ReadAndDenoise(const Options & o, unsigned int dimension, unsigned int components, const OutputFormat & format)
 {
   switch (dimension)
   {
     case 2:
-      ReadAndDenoise<TComponent, 2>(o, components);
+      ReadAndDenoise<TComponent, 2>(o, components, format);
       break;
     case 3:
-      ReadAndDenoise<TComponent, 3>(o, components);
+      ReadAndDenoise<TComponent, 3>(o, components, format);
       break;
     case 4:
-      ReadAndDenoise<TComponent, 4>(o, components);
+      ReadAndDenoise<TComponent, 4>(o, components, format);
       break;
     default:
       throw std::runtime_error("the input has " + std::to_string(dimension) +
                                " dimensions; non-local means supports 2, 3 and 4");
   }
+}
+
+/** The component type --output-type names; for "input", the input's (64-bit and other types that
+ * --output-type does not list are written as float64). */
+itk::IOComponentEnum
+OutputTypeFor(const Options & o, itk::IOComponentEnum inputType)
+{
+  const auto & names = nlm_files::OutputTypeNames();
+  if (o.outputType != "input")
+  {
+    return names.at(o.outputType);
+  }
+  for (const auto & entry : names)
+  {
+    if (entry.second == inputType)
+    {
+      return inputType;
+    }
+  }
+  return itk::IOComponentEnum::DOUBLE;
 }
 
 /** A noisy 3D phantom: a few blocks and balls of different intensities on a gradient background,
@@ -490,9 +532,12 @@ CudaNonLocalMeansDenoise(int argc, char * argv[])
       o.sigma = (o.sigma < 0) ? 0.1 : o.sigma;
       std::cout << "No --input given: denoising a built-in " << o.phantomSize << "^3 phantom with noise of "
                 << "standard deviation 0.1.\n";
+      OutputFormat format;
+      format.Type = OutputTypeFor(o, itk::IOComponentEnum::FLOAT);
+      nlm_files::CheckOutputFormat(o.output, 3, 1, format.Type);
       const auto clean = MakePhantom(o.phantomSize, false);
       const auto noisy = MakePhantom(o.phantomSize, true);
-      const auto denoised = Denoise<PhantomType>(noisy, o);
+      const auto denoised = Denoise<PhantomType>(noisy, o, format);
       std::cout << "RMS error against the clean phantom: noisy " << RootMeanSquareDifference(noisy, clean)
                 << ", denoised " << RootMeanSquareDifference(denoised, clean) << "\n";
       return EXIT_SUCCESS;
@@ -510,15 +555,20 @@ CudaNonLocalMeansDenoise(int argc, char * argv[])
     }
     io->SetFileName(o.input);
     io->ReadImageInformation();
+    nlm_files::CheckInput(*io, o.input);
     const unsigned int dimension = io->GetNumberOfDimensions();
     const unsigned int components = io->GetNumberOfComponents();
+    OutputFormat       format;
+    format.Type = OutputTypeFor(o, io->GetComponentType());
+    format.Pixel = io->GetPixelType() == itk::IOPixelEnum::SCALAR ? itk::IOPixelEnum::VECTOR : io->GetPixelType();
+    nlm_files::CheckOutputFormat(o.output, dimension, components, format.Type);
     if (io->GetComponentType() == itk::IOComponentEnum::FLOAT)
     {
-      ReadAndDenoise<float>(o, dimension, components);
+      ReadAndDenoise<float>(o, dimension, components, format);
     }
     else
     {
-      ReadAndDenoise<double>(o, dimension, components);
+      ReadAndDenoise<double>(o, dimension, components, format);
     }
   }
   catch (const itk::ExceptionObject & e)

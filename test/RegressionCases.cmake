@@ -26,7 +26,7 @@ set(CudaNonLocalMeans_Gray2DFloat64Sigma_ARGS --patch-size 5 --patch-distance 4 
 set(CudaNonLocalMeans_Gray2DFloat64Sigma_TOLERANCE 5e-09)
 set(CudaNonLocalMeans_RGB2DFloat32_ARGS --patch-size 3 --patch-distance 5 --h 0.075 --sigma 0.05)
 set(CudaNonLocalMeans_RGB2DFloat32_TOLERANCE 5.96046e-08)
-set(CudaNonLocalMeans_RGB2DUInt8_ARGS --patch-size 5 --patch-distance 3 --h 25.0 --sigma 10.0)
+set(CudaNonLocalMeans_RGB2DUInt8_ARGS --patch-size 5 --patch-distance 3 --h 25.0 --sigma 10.0 --output-type float64)
 set(CudaNonLocalMeans_RGB2DUInt8_TOLERANCE 1.16535e-06)
 set(CudaNonLocalMeans_Gray2DPatch1Distance3_ARGS --patch-size 1 --patch-distance 3 --h 0.1 --sigma 0.0)
 set(CudaNonLocalMeans_Gray2DPatch1Distance3_TOLERANCE 5e-09)

@@ -115,6 +115,8 @@ def main():
                "--h", repr(case.h), "--sigma", repr(case.sigma)]
         if not case.fast_mode:
             cmd.append("--slow")
+        if case.dtype not in ("float32", "float64"):
+            cmd += ["--output-type", "float64"]  # scikit-image's result; the program keeps the input's type
         if args.single_precision:
             cmd.append("--single-precision")
         t0 = time.perf_counter()

@@ -1,0 +1,240 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// The command-line program never reports success for a wrong result: inputs that hold less data
+// than their header declares and complex inputs are refused before computing; an output format that
+// cannot store the result's type is refused before computing and names the --output-type to use;
+// the result keeps the input's component type (uint8 PNG in, uint8 PNG out); and a write that
+// comes out short (a full disk) fails, leaving the previous file, and no partial one, in place.
+
+#include "CudaNonLocalMeansDenoiseProgram.h"
+#include "itkImage.h"
+#include "itkImageFileReader.h"
+#include "itkImageFileWriter.h"
+
+#include <complex>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <dirent.h>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <sys/resource.h>
+#include <vector>
+
+namespace
+{
+int failures = 0;
+
+void
+Expect(bool ok, const std::string & what)
+{
+  std::cout << (ok ? "ok:   " : "FAIL: ") << what << "\n";
+  failures += ok ? 0 : 1;
+}
+
+/** Runs the program; returns its exit code and what it printed on each stream. */
+int
+Run(std::vector<std::string> arguments, std::string & out, std::string & err)
+{
+  std::ostringstream capturedOut, capturedErr;
+  std::streambuf *   savedOut = std::cout.rdbuf(capturedOut.rdbuf());
+  std::streambuf *   savedErr = std::cerr.rdbuf(capturedErr.rdbuf());
+  const int          status = RunDenoiseProgram(std::move(arguments));
+  std::cout.rdbuf(savedOut);
+  std::cerr.rdbuf(savedErr);
+  out = capturedOut.str();
+  err = capturedErr.str();
+  return status;
+}
+
+/** The program refused before computing, with `message` on standard error, and wrote nothing. */
+void
+ExpectRefusal(const std::vector<std::string> & arguments,
+              const std::string &              output,
+              const std::string &              message,
+              const std::string &              what)
+{
+  std::remove(output.c_str());
+  std::string out, err;
+  const int   status = Run(arguments, out, err);
+  Expect(status != EXIT_SUCCESS && err.find(message) != std::string::npos &&
+           out.find("Backend:") == std::string::npos && !std::ifstream(output).good(),
+         what + " -> " + err.substr(0, err.find('\n')));
+}
+
+std::string
+ReadFile(const std::string & path)
+{
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void
+WriteFile(const std::string & path, const std::string & contents)
+{
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+}
+
+/** Names in `folder` that start with ".": the program's temporary files. */
+int
+HiddenFiles(const std::string & folder)
+{
+  int   count = 0;
+  DIR * dir = opendir(folder.c_str());
+  while (dirent * entry = dir ? readdir(dir) : nullptr)
+  {
+    const std::string name = entry->d_name;
+    count += (name.size() > 2 && name[0] == '.' && name.find(".partial-") != std::string::npos) ? 1 : 0;
+  }
+  if (dir)
+  {
+    closedir(dir);
+  }
+  return count;
+}
+} // namespace
+
+int
+CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
+{
+  if (argc < 2)
+  {
+    std::cerr << "Usage: " << argv[0] << " output-folder\n";
+    return EXIT_FAILURE;
+  }
+  const std::string folder = std::string(argv[1]) + "/files";
+  const int         made = std::system(("rm -rf '" + folder + "' && mkdir -p '" + folder + "'").c_str());
+  (void)made;
+  const std::string              valid = folder + "/valid.mha", output = folder + "/out.mha";
+  const std::vector<std::string> params = { "--backend", "cpu", "--patch-size", "3", "--patch-distance", "1" };
+  auto                           with = [&params](std::vector<std::string> more) {
+    more.insert(more.begin(), params.begin(), params.end());
+    return more;
+  };
+  std::string out, err;
+  Expect(Run(with({ "--phantom-size", "12", "--output", valid }), out, err) == EXIT_SUCCESS, "phantom written");
+  const std::string intact = ReadFile(valid);
+
+  // Inputs that hold less data than their header declares.
+  WriteFile(folder + "/truncated.mha", intact.substr(0, intact.size() - 100));
+  ExpectRefusal(with({ "--input", folder + "/truncated.mha", "--output", output }),
+                output,
+                "is truncated",
+                "a truncated .mha input is refused");
+  std::string bigger = intact;
+  bigger.replace(bigger.find("DimSize = 12 12 12"), 18, "DimSize = 12 12 99");
+  WriteFile(folder + "/bigger.mha", bigger);
+  ExpectRefusal(with({ "--input", folder + "/bigger.mha", "--output", output }),
+                output,
+                "declares 57024 bytes of pixel data but the file holds 6912",
+                "a header declaring more voxels than the file holds is refused");
+
+  // Complex input, as scikit-image refuses it.
+  {
+    using ComplexImage = itk::Image<std::complex<float>, 2>;
+    auto image = ComplexImage::New();
+    image->SetRegions(ComplexImage::RegionType(ComplexImage::SizeType{ { 6, 5 } }));
+    image->Allocate();
+    image->FillBuffer(std::complex<float>(0.5f, 0.25f));
+    itk::WriteImage(image, folder + "/complex.nii");
+    ExpectRefusal(with({ "--input", folder + "/complex.nii", "--output", output }),
+                  output,
+                  "Cannot convert from complex to float64",
+                  "complex input is refused");
+  }
+
+  // Output formats that cannot store the result are refused before computing.
+  ExpectRefusal(with({ "--input", valid, "--output", folder + "/out.png" }),
+                folder + "/out.png",
+                "cannot write 3D images",
+                "a 3D result as PNG is refused");
+  {
+    using Float2 = itk::Image<double, 2>;
+    auto image = Float2::New();
+    image->SetRegions(Float2::RegionType(Float2::SizeType{ { 20, 16 } }));
+    image->Allocate();
+    image->FillBuffer(0.5);
+    itk::WriteImage(image, folder + "/double2d.mha");
+    ExpectRefusal(with({ "--input", folder + "/double2d.mha", "--output", folder + "/out.png" }),
+                  folder + "/out.png",
+                  "give --output-type uint8 or uint16",
+                  "a float64 result as PNG is refused, naming --output-type");
+  }
+  ExpectRefusal(with({ "--input", valid, "--output", output, "--output-type", "complex64" }),
+                output,
+                "--output-type must be input, uint8",
+                "an unknown --output-type is refused");
+
+  // uint8 PNG in, uint8 PNG out; --output-type float64 writes float64.
+  {
+    using Byte2 = itk::Image<unsigned char, 2>;
+    auto image = Byte2::New();
+    image->SetRegions(Byte2::RegionType(Byte2::SizeType{ { 24, 20 } }));
+    image->Allocate();
+    unsigned int v = 7;
+    for (unsigned char * p = image->GetBufferPointer(); p != image->GetBufferPointer() + 480; ++p)
+    {
+      v = v * 1103515245u + 12345u;
+      *p = static_cast<unsigned char>(100 + (v >> 16) % 50);
+    }
+    itk::WriteImage(image, folder + "/in.png");
+    const bool pngRuns =
+      Run(with({ "--input", folder + "/in.png", "--output", folder + "/out.png", "--h", "20" }), out, err) ==
+      EXIT_SUCCESS;
+    auto io =
+      itk::ImageIOFactory::CreateImageIO((folder + "/out.png").c_str(), itk::ImageIOFactory::IOFileModeEnum::ReadMode);
+    bool isByte = false;
+    if (pngRuns && io)
+    {
+      io->SetFileName(folder + "/out.png");
+      io->ReadImageInformation();
+      isByte = io->GetComponentType() == itk::IOComponentEnum::UCHAR && io->GetDimensions(0) == 24;
+    }
+    Expect(pngRuns && isByte, "uint8 PNG in gives a uint8 PNG out");
+    const bool asDouble =
+      Run(with({ "--input", folder + "/in.png", "--output", output, "--output-type", "float64" }), out, err) ==
+        EXIT_SUCCESS &&
+      ReadFile(output).find("ElementType = MET_DOUBLE") != std::string::npos;
+    Expect(asDouble, "--output-type float64 writes float64");
+  }
+
+  // A write that comes out short (the file size limit stands in for a full disk): the program fails,
+  // the previous output stays, and no partial file is left.
+  {
+    WriteFile(output, "the previous result");
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    struct rlimit small = saved;
+    small.rlim_cur = 20000;
+    std::signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &small);
+    const int status = Run(with({ "--phantom-size", "40", "--output", output }), out, err);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, SIG_DFL);
+    Expect(status != EXIT_SUCCESS && err.find("is the disk full?") != std::string::npos,
+           "a short write fails -> " + err.substr(0, err.find('\n')));
+    Expect(ReadFile(output) == "the previous result", "the previous output is left as it was");
+    Expect(HiddenFiles(folder) == 0, "no partial file is left");
+  }
+  std::cout << (failures == 0 ? "Test passed." : "Test FAILED.") << "\n";
+  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
