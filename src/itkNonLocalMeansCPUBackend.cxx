@@ -24,7 +24,13 @@
 #include "itkMultiThreaderBase.h"
 #include "itkProcessObject.h"
 
+#if defined(__unix__) || defined(__APPLE__)
+#  include <unistd.h>
+#endif
+
 #include <algorithm>
+#include <iomanip>
+#include <sstream>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -888,6 +894,55 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
   }
 }
 
+/** Bytes of physical memory of this machine (0 where it cannot be told). */
+std::uint64_t
+PhysicalMemoryBytes()
+{
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long pageSize = sysconf(_SC_PAGESIZE);
+  return (pages > 0 && pageSize > 0) ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(pageSize) : 0;
+#else
+  return 0;
+#endif
+}
+
+/** Bytes the CPU backend allocates for a problem: the input padded by PatchSize/2 + PatchDistance on
+ * every side (doubles in fast mode, the working type in slow mode), and in fast mode the weight sums
+ * and results of every output cell. */
+double
+RequiredBytes(const NonLocalMeansBackend::Problem & p)
+{
+  const double E = NonLocalMeansBackend::EffectivePatchSize(p.PatchSize) / 2 + p.PatchDistance;
+  double       padded = p.Components;
+  double       cells = 1.0;
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    padded *= static_cast<double>(p.OutputSize[a]) + 2.0 * E;
+    cells *= static_cast<double>(p.OutputSize[a]);
+  }
+  const bool slowFloat = !p.FastMode && p.InputType == ElementType::Float32;
+  return padded * (slowFloat ? sizeof(float) : sizeof(double)) +
+         (p.FastMode ? cells * (p.Components + 1.0) * sizeof(double) : 0.0);
+}
+
+/** Throws MemoryAllocationError, naming what to reduce, when a problem needs more memory than the
+ * machine has (before anything is allocated). */
+void
+VerifyMemoryFits(const NonLocalMeansBackend::Problem & p)
+{
+  const double        needed = RequiredBytes(p);
+  const std::uint64_t physical = PhysicalMemoryBytes();
+  if (physical > 0 && needed > static_cast<double>(physical))
+  {
+    std::ostringstream message;
+    message << std::setprecision(3) << "The CPU backend needs " << needed / 1e9 << " GB for this image with PatchSize "
+            << p.PatchSize << " and PatchDistance " << p.PatchDistance << " (the image padded by PatchSize/2 + "
+            << "PatchDistance on every side), more than this machine's " << static_cast<double>(physical) / 1e9
+            << " GB; reduce PatchDistance, or denoise the image in pieces (StreamingImageFilter).";
+    throw MemoryAllocationError(__FILE__, __LINE__, message.str(), ITK_LOCATION);
+  }
+}
 } // namespace
 
 void
@@ -896,6 +951,7 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
                              MultiThreaderBase * threader,
                              unsigned int        numberOfWorkUnits)
 {
+  VerifyMemoryFits(problem);
   nlm::VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
   if (threader == nullptr)
   {

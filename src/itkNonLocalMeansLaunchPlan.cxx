@@ -415,24 +415,30 @@ EstimateCost(const KernelConfig & c, int sharedPerSM)
   const bool   rows = win > 0 && c.Tile[0] + d + ext <= 32 && c.Threads() % 32 == 0;
   const double voxels = static_cast<double>(c.Tile[0]) * c.Tile[1] * c.Tile[2] * c.Tile[3];
   const double vpt = voxels / c.Threads();
-  double       total = 0.0;
-  long         shifts = 0;
-  int          lo[4] = { 0, 0, 0, 0 }, hi[4] = { 0, 0, 0, 0 };
+  // The cost of a shift depends only on |t| per axis: sum over |t_a| in [0, d] with the number of
+  // shifts of the same magnitudes (2 for |t_a| > 0 on every axis but axis 0, whose shifts run over
+  // [0, d] only, FirstShift), so planning costs (d + 1)^n terms instead of the shift count.
+  double total = 0.0;
+  double shifts = 0.0;
+  int    hi[4] = { 0, 0, 0, 0 };
   for (int a = 0; a < n; ++a)
   {
-    lo[a] = FirstShift(a, d);
     hi[a] = d;
   }
-  for (int t3 = lo[3]; t3 <= hi[3]; ++t3)
-    for (int t2 = lo[2]; t2 <= hi[2]; ++t2)
-      for (int t1 = lo[1]; t1 <= hi[1]; ++t1)
-        for (int t0 = lo[0]; t0 <= hi[0]; ++t0)
+  auto multiplicity = [d](int axis, int magnitude) {
+    return (magnitude > 0 && FirstShift(axis, d) < 0) ? 2.0 : 1.0; // +t and -t both visited
+  };
+  for (int t3 = 0; t3 <= hi[3]; ++t3)
+    for (int t2 = 0; t2 <= hi[2]; ++t2)
+      for (int t1 = 0; t1 <= hi[1]; ++t1)
+        for (int t0 = 0; t0 <= hi[0]; ++t0)
         {
-          const int t[4] = { t0, t1, t2, t3 };
-          double    w[4], e[4];
+          const int    t[4] = { t0, t1, t2, t3 };
+          const double count = multiplicity(1, t1) * multiplicity(2, t2) * multiplicity(3, t3);
+          double       w[4], e[4];
           for (int a = 0; a < 4; ++a)
           {
-            w[a] = (a < n) ? c.Tile[a] + std::abs(t[a]) : 1;
+            w[a] = (a < n) ? c.Tile[a] + t[a] : 1;
             e[a] = (a < n && a > 0) ? w[a] + ext : w[a];
           }
           double instructions = voxels / 32.0 * (8.0 + 6.0 * K); // gather
@@ -449,8 +455,8 @@ EstimateCost(const KernelConfig & c, int sharedPerSM)
             instructions += w[0] * w[1] * w[2] * w[3] / 32.0 * 22.0;         // weights
             instructions += (c.Threads() / 32.0) * 20.0 * ((n > 3) ? 3 : 2); // barriers
           }
-          total += instructions;
-          ++shifts;
+          total += count * instructions;
+          shifts += count;
         }
   // Registers: what the kernel needs against what __launch_bounds__ leaves for MinBlocks resident
   // blocks; a shortfall spills, which costs in proportion.

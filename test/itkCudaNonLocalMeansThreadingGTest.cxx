@@ -25,6 +25,7 @@
 #include "itkGTest.h"
 #include "itkVectorImage.h"
 
+#include <chrono>
 #include <vector>
 
 namespace
@@ -155,4 +156,31 @@ TEST(CudaNonLocalMeansCPUBackend, ProgressIsOrderedAndAbortStopsTheUpdate)
   filter->SetPatchDistance(3);
   filter->SetBackend(FilterType::BackendEnum::CPU);
   itk::nlm_test::CheckProgressAndAbort(filter.GetPointer(), 10, Check);
+}
+
+TEST(CudaNonLocalMeansCPUBackend, APatchDistanceBeyondTheMachinesMemoryIsRefusedBeforeAllocating)
+{
+  // 8^4 voxels with PatchDistance 1000: the padded input alone is 2010^4 doubles (130 TB).
+  using ImageType = itk::Image<float, 4>;
+  using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
+  const auto input = itk::nlm_test::MakeImage<ImageType>({ { 8, 8, 8, 8 } }, 1, 17);
+  for (const auto backend : { FilterType::BackendEnum::CPU, FilterType::BackendEnum::Auto })
+  {
+    auto filter = FilterType::New();
+    filter->SetInput(input);
+    filter->SetPatchSize(3);
+    filter->SetPatchDistance(1000);
+    filter->SetBackend(backend);
+    const auto start = std::chrono::steady_clock::now();
+    try
+    {
+      filter->Update();
+      ADD_FAILURE() << "an Update that needs 130 TB ran";
+    }
+    catch (const itk::MemoryAllocationError & e)
+    {
+      EXPECT_NE(std::string(e.GetDescription()).find("reduce PatchDistance"), std::string::npos) << e.GetDescription();
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  }
 }
