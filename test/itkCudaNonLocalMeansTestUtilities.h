@@ -22,6 +22,7 @@
 
 #include "itkCommand.h"
 #include "itkDefaultConvertPixelTraits.h"
+#include "itkImageDuplicator.h"
 #include "itkImageRegionConstIterator.h"
 #include "itkImageRegionIterator.h"
 #include "itkNumericTraits.h"
@@ -131,8 +132,9 @@ CountDifferences(const TImageA *                      a,
 }
 
 /** Progress events arrive in order and end at 1; AbortGenerateDataOn from a progress observer
- * stops the filter with an exception before the end; afterwards the filter runs to the end again.
- * `check(ok, what)` records each claim (e.g. with EXPECT_TRUE). */
+ * stops the filter with an exception before the end; the aborted output is never handed on as
+ * valid: the next Update, without Modified, computes again and gives the complete output; afterwards
+ * the filter runs to the end again. `check(ok, what)` records each claim (e.g. with EXPECT_TRUE). */
 template <typename TFilter, typename TCheck>
 void
 CheckProgressAndAbort(TFilter * filter, size_t minimumEvents, TCheck && check)
@@ -180,13 +182,33 @@ CheckProgressAndAbort(TFilter * filter, size_t minimumEvents, TCheck && check)
   check(ordered, "progress never goes back");
   check(!data.progress.empty() && data.progress.back() == 1.0f, "progress ends at 1");
 
+  using OutputType = typename TFilter::OutputImageType;
+  auto duplicator = ImageDuplicator<OutputType>::New();
+  duplicator->SetInputImage(filter->GetOutput());
+  duplicator->Update();
+  const typename OutputType::Pointer complete = duplicator->GetOutput();
+
   data.progress.clear();
   data.abortEarly = true;
   check(!update(), "AbortGenerateDataOn stops the Update with an exception");
   check(!data.progress.empty() && data.progress.back() < 1.0f, "aborted before the end");
 
+  // The partial output is not up to date: an Update without Modified computes it again.
   data.abortEarly = false;
   filter->AbortGenerateDataOff();
+  data.progress.clear();
+  bool recomputed = false;
+  try
+  {
+    filter->Update();
+    recomputed = !data.progress.empty() && data.progress.back() == 1.0f;
+  }
+  catch (const ExceptionObject &)
+  {}
+  check(recomputed &&
+          CountDifferences(
+            complete.GetPointer(), filter->GetOutput(), complete->GetLargestPossibleRegion(), "after an abort") == 0,
+        "after an abort the next Update computes again and gives the complete output");
   check(update() && data.progress.back() == 1.0f, "runs to the end again after an abort");
   filter->RemoveObserver(tag);
 }
