@@ -558,6 +558,9 @@ TEST(CudaNonLocalMeansGPU, AutoComputesOnTheCPUWhatTheCUDABackendRefuses)
     Check(CheckAuto("2D RGB double p5 d4, Auto", Image<VD2>({ 40, 35 }, 3, 6).GetPointer(), { 5, 4, 0.1, 0.02 }) ==
             false,
           "where the CUDA backend can compute, Auto uses it");
+    // A search window beyond the block's shared memory (3D patch 3, distance 22 on an H200): Auto
+    // computes it on the CPU (a few seconds on this tiny image), bitwise the CPU backend's.
+    CheckAuto("3D float p3 d22, Auto", Image<F3>({ 4, 4, 4 }, 1, 41).GetPointer(), { 3, 22, 0.1, 0.0 });
   }
 }
 
