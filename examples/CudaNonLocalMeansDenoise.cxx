@@ -560,7 +560,11 @@ CudaNonLocalMeansDenoise(int argc, char * argv[])
     const unsigned int components = io->GetNumberOfComponents();
     OutputFormat       format;
     format.Type = OutputTypeFor(o, io->GetComponentType());
-    format.Pixel = io->GetPixelType() == itk::IOPixelEnum::SCALAR ? itk::IOPixelEnum::VECTOR : io->GetPixelType();
+    // RGB(A) stays RGB(A) where the format stores colours of that type; otherwise a vector.
+    const bool colour = io->GetPixelType() == itk::IOPixelEnum::RGB || io->GetPixelType() == itk::IOPixelEnum::RGBA;
+    const bool colourType = format.Type == itk::IOComponentEnum::UCHAR ||
+                            (format.Type == itk::IOComponentEnum::USHORT && nlm_files::EndsWith(o.output, ".png"));
+    format.Pixel = (colour && colourType) ? io->GetPixelType() : itk::IOPixelEnum::VECTOR;
     nlm_files::CheckOutputFormat(o.output, dimension, components, format.Type);
     if (io->GetComponentType() == itk::IOComponentEnum::FLOAT)
     {

@@ -118,54 +118,68 @@ MetaImageField(const std::string & header, const std::string & key)
   return "";
 }
 
-/** Bytes of pixel data a file holds, or -1 where that cannot be told without decoding it
- * (compressed data, formats other than uncompressed MetaImage and NIfTI). */
-inline long long
-StoredDataBytes(const std::string & fileName)
+/** Whether a MetaImage ElementDataFile names an absolute path. */
+inline bool
+IsAbsolutePath(const std::string & path)
 {
-  if (EndsWith(fileName, ".mha") || EndsWith(fileName, ".mhd"))
+  return !path.empty() && (path[0] == '/' || path[0] == '\\' || (path.size() > 1 && path[1] == ':'));
+}
+
+/** Bytes of pixel data a MetaImage file's data holds, or -1 where that cannot be told without
+ * decoding it (compressed or text data, slice lists). */
+inline long long
+MetaImageStoredBytes(const std::string & fileName)
+{
+  std::ifstream in(fileName, std::ios::binary);
+  std::string   header(65536, '\0');
+  in.read(&header[0], static_cast<std::streamsize>(header.size()));
+  header.resize(static_cast<std::size_t>(in.gcount()));
+  const std::string compressed = Lowercase(MetaImageField(header, "CompressedData"));
+  const std::string binary = Lowercase(MetaImageField(header, "BinaryData"));
+  const std::string data = MetaImageField(header, "ElementDataFile");
+  if (compressed == "true" || binary == "false" || data.empty() || data == "LIST" ||
+      data.find(' ') != std::string::npos)
   {
-    std::ifstream in(fileName, std::ios::binary);
-    std::string   header(65536, '\0');
-    in.read(&header[0], static_cast<std::streamsize>(header.size()));
-    header.resize(static_cast<std::size_t>(in.gcount()));
-    const std::string compressed = Lowercase(MetaImageField(header, "CompressedData"));
-    const std::string data = MetaImageField(header, "ElementDataFile");
-    if (compressed == "true" || data.empty())
-    {
-      return -1;
-    }
-    if (data == "LOCAL")
-    {
-      const std::size_t line = header.find("ElementDataFile");
-      const std::size_t end = header.find('\n', line);
-      return end == std::string::npos ? 0
-                                      : static_cast<long long>(FileSize(fileName)) - static_cast<long long>(end + 1);
-    }
-    if (data.find(' ') != std::string::npos || data == "LIST")
-    {
-      return -1; // slice lists and patterns
-    }
-    const std::size_t slash = fileName.find_last_of("/\\");
-    const std::string folder = slash == std::string::npos ? "" : fileName.substr(0, slash + 1);
-    return static_cast<long long>(FileSize((data[0] == '/' ? "" : folder) + data));
+    return -1;
   }
-  if (EndsWith(fileName, ".nii"))
+  if (data == "LOCAL")
   {
-    std::ifstream in(fileName, std::ios::binary);
-    char          header[348] = {};
-    in.read(header, sizeof(header));
-    std::int32_t size = 0;
-    float        offset = 0.0f;
-    std::memcpy(&size, header, 4);
-    std::memcpy(&offset, header + 108, 4);
-    if (!in || size != 348 || !(offset >= 348.0f))
-    {
-      return -1; // byte-swapped or not NIfTI-1: let the reader judge
-    }
-    return static_cast<long long>(FileSize(fileName)) - static_cast<long long>(offset);
+    const std::size_t line = header.find("ElementDataFile");
+    const std::size_t end = header.find('\n', line);
+    return end == std::string::npos ? 0 : static_cast<long long>(FileSize(fileName)) - static_cast<long long>(end + 1);
   }
-  return -1;
+  const std::size_t slash = fileName.find_last_of("/\\");
+  const std::string folder = slash == std::string::npos ? "" : fileName.substr(0, slash + 1);
+  return static_cast<long long>(FileSize((IsAbsolutePath(data) ? "" : folder) + data));
+}
+
+/** For an uncompressed NIfTI-1 file: the bytes its header declares (dim[] and bitpix, as stored,
+ * before any scaling) and the bytes after vox_offset; false where that cannot be told. */
+inline bool
+NiftiBytes(const std::string & fileName, long long & stored, long long & declared)
+{
+  std::ifstream in(fileName, std::ios::binary);
+  char          header[348] = {};
+  in.read(header, sizeof(header));
+  std::int32_t size = 0;
+  std::int16_t dim[8] = {};
+  std::int16_t bitpix = 0;
+  float        offset = 0.0f;
+  std::memcpy(&size, header, 4);
+  std::memcpy(dim, header + 40, sizeof(dim));
+  std::memcpy(&bitpix, header + 72, 2);
+  std::memcpy(&offset, header + 108, 4);
+  if (!in || size != 348 || !(offset >= 348.0f) || dim[0] < 1 || dim[0] > 7 || bitpix <= 0)
+  {
+    return false; // byte-swapped or not NIfTI-1: let the reader judge
+  }
+  declared = bitpix / 8;
+  for (int a = 1; a <= dim[0]; ++a)
+  {
+    declared *= std::max<std::int16_t>(dim[a], 1);
+  }
+  stored = static_cast<long long>(FileSize(fileName)) - static_cast<long long>(offset);
+  return true;
 }
 
 /** Refuses inputs ITK 5.2 would read as zero-filled data, and complex pixels (as scikit-image does). */
@@ -178,8 +192,16 @@ CheckInput(const itk::ImageIOBase & io, const std::string & fileName)
                              " holds complex pixels; non-local means denoises real images (denoise the real and "
                              "imaginary parts, or the magnitude, as separate images)");
   }
-  const long long stored = StoredDataBytes(fileName);
-  const auto      declared = static_cast<long long>(io.GetImageSizeInBytes());
+  long long stored = -1;
+  long long declared = static_cast<long long>(io.GetImageSizeInBytes());
+  if (EndsWith(fileName, ".mha") || EndsWith(fileName, ".mhd"))
+  {
+    stored = MetaImageStoredBytes(fileName);
+  }
+  else if (EndsWith(fileName, ".nii") && !NiftiBytes(fileName, stored, declared))
+  {
+    stored = -1;
+  }
   if (stored >= 0 && stored < declared)
   {
     throw std::runtime_error(fileName + " is truncated: its header declares " + std::to_string(declared) +
@@ -295,7 +317,8 @@ SizeCanBeChecked(const std::string & fileName)
 inline std::string
 TemporaryNameFor(const std::string & fileName)
 {
-  if (EndsWith(fileName, ".mhd") || EndsWith(fileName, ".hdr") || EndsWith(fileName, ".img"))
+  if (EndsWith(fileName, ".mhd") || EndsWith(fileName, ".nhdr") || EndsWith(fileName, ".hdr") ||
+      EndsWith(fileName, ".img"))
   {
     return fileName;
   }
@@ -371,6 +394,12 @@ WriteImage(const TImage * image, IOComponent type, itk::IOPixelEnum pixelType, c
                              " bytes but the data are " + std::to_string(dataBytes) +
                              " (is the disk full?); nothing was written");
   }
+#if defined(_WIN32)
+  if (temporary != fileName)
+  {
+    std::remove(fileName.c_str()); // rename does not replace a file on Windows
+  }
+#endif
   if (temporary != fileName && std::rename(temporary.c_str(), fileName.c_str()) != 0)
   {
     std::remove(temporary.c_str());

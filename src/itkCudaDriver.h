@@ -46,6 +46,7 @@ using nvrtcProgram = struct _nvrtcProgram *;
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
 constexpr CUresult CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
+constexpr CUresult CUDA_ERROR_INVALID_PTX = 218;
 constexpr CUresult CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222;
 constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 constexpr int      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8;

@@ -921,9 +921,15 @@ RequiredBytes(const NonLocalMeansBackend::Problem & p)
     padded *= static_cast<double>(p.OutputSize[a]) + 2.0 * E;
     cells *= static_cast<double>(p.OutputSize[a]);
   }
+  // Fast mode also lists its shifts: (2d + 1)^(n - 1) (d + 1) of them.
+  double shifts = p.PatchDistance + 1.0;
+  for (unsigned int a = 1; a < p.Dimension; ++a)
+  {
+    shifts *= 2.0 * p.PatchDistance + 1.0;
+  }
   const bool slowFloat = !p.FastMode && p.InputType == ElementType::Float32;
   return padded * (slowFloat ? sizeof(float) : sizeof(double)) +
-         (p.FastMode ? cells * (p.Components + 1.0) * sizeof(double) : 0.0);
+         (p.FastMode ? cells * (p.Components + 1.0) * sizeof(double) + shifts * sizeof(Shift) : 0.0);
 }
 
 /** Throws MemoryAllocationError, naming what to reduce, when a problem needs more memory than the
@@ -951,7 +957,6 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
                              MultiThreaderBase * threader,
                              unsigned int        numberOfWorkUnits)
 {
-  VerifyMemoryFits(problem);
   nlm::VerifyInputIsFinite(problem, threader, numberOfWorkUnits);
   if (threader == nullptr)
   {
@@ -962,6 +967,7 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
   {
     return;
   }
+  VerifyMemoryFits(problem);
   ReportProgress(caller, 0.0);
   if (problem.FastMode)
   {

@@ -105,7 +105,8 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   const nlm::ScopedContext  context(device);
   const nlm::Overrides      overrides = nlm::GetOverrides();
   const nlm::DeviceLimits   limits = device.Limits();
-  const nlm::LaunchPlan     plan = nlm::PlanSlabs(problem, device.Configuration(problem, overrides), limits);
+  const auto                aborted = [caller] { return caller != nullptr && caller->GetAbortGenerateData(); };
+  const nlm::LaunchPlan     plan = nlm::PlanSlabs(problem, device.Configuration(problem, overrides, aborted), limits);
   const nlm::LoadedModule & module = device.Module(plan.Config, m_Statistics);
   RecordPlan(m_Statistics, plan, MillisecondsSince(setupStart));
 

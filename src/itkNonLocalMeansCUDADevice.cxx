@@ -167,18 +167,20 @@ CUDADevice::Limits() const
 }
 
 KernelConfig
-CUDADevice::Configuration(const NonLocalMeansBackend::Problem & problem, const Overrides & overrides)
+CUDADevice::Configuration(const NonLocalMeansBackend::Problem & problem,
+                          const Overrides &                     overrides,
+                          const PlanningAborted &               aborted)
 {
   if (overrides.ListConfigurations)
   {
-    return ChooseConfiguration(problem, m_Limits, overrides); // prints the ranking every time
+    return ChooseConfiguration(problem, m_Limits, overrides, aborted); // prints the ranking every time
   }
   const std::string                 key = ConfigurationKey(problem, overrides);
   const std::lock_guard<std::mutex> lock(m_ConfigurationMutex);
   auto                              it = m_Configurations.find(key);
   if (it == m_Configurations.end())
   {
-    it = m_Configurations.emplace(key, ChooseConfiguration(problem, m_Limits, overrides)).first;
+    it = m_Configurations.emplace(key, ChooseConfiguration(problem, m_Limits, overrides, aborted)).first;
   }
   return it->second;
 }
@@ -201,7 +203,9 @@ CUDADevice::Module(const KernelConfig & config, NonLocalMeansBackend::RunStatist
   CompiledKernel compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture);
   LoadedModule   m;
   cuda::CUresult r = LoadImage(compiled, m);
-  if (r != cuda::CUDA_SUCCESS && compiled.FromDiskCache)
+  const bool     badImage =
+    r == cuda::CUDA_ERROR_INVALID_IMAGE || r == cuda::CUDA_ERROR_INVALID_PTX || r == cuda::CUDA_ERROR_NO_BINARY_FOR_GPU;
+  if (badImage && compiled.FromDiskCache)
   {
     // A cached module the driver does not load: remove it, compile again and store that instead.
     RemoveCacheEntry(compiled.CachePath);

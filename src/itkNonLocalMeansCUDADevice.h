@@ -114,9 +114,11 @@ public:
   DeviceLimits
   Limits() const;
 
-  /** ChooseConfiguration for this device, memoized per problem shape. */
+  /** ChooseConfiguration for this device, memoized per problem shape (`aborted` stops it). */
   KernelConfig
-  Configuration(const NonLocalMeansBackend::Problem & problem, const Overrides & overrides);
+  Configuration(const NonLocalMeansBackend::Problem & problem,
+                const Overrides &                     overrides,
+                const PlanningAborted &               aborted = {});
 
   /** The module of a configuration: from memory, else compiled (or read from the disk cache) and
    * loaded. A cached module the driver does not load is removed, compiled again and stored anew.

@@ -62,7 +62,7 @@ bool
 ReadOwnEntryFile(const std::string & path, std::string & contents, bool & damaged, std::string & why)
 {
   damaged = false;
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK); // no wait on a FIFO
   if (fd < 0)
   {
     if (errno == ELOOP)

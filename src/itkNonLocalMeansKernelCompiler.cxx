@@ -283,6 +283,10 @@ RunNvrtc(const cuda::NvrtcAPI &           nvrtc,
                      : nvrtc.nvrtcGetCUBIN(program, result.Image.data());
   }
   nvrtc.nvrtcDestroyProgram(&program);
+  while (result.IsPTX && !result.Image.empty() && result.Image.back() == '\0')
+  {
+    result.Image.pop_back(); // the text only; LoadImage adds the terminator the driver needs
+  }
   if (r != cuda::NVRTC_SUCCESS || result.Image.empty())
   {
     itkGenericExceptionMacro("NVRTC compiled the kernels but returned no code: " << NvrtcError(nvrtc, r));

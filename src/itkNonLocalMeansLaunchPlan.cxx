@@ -217,7 +217,11 @@ CandidateConfigurations(const KernelConfig & base)
 
 /** The tiled configuration of least estimated cost among the candidates (or the forced shape). */
 KernelConfig
-ChooseTiledShape(const Problem & p, const KernelConfig & base, const DeviceLimits & limits, const Overrides & o)
+ChooseTiledShape(const Problem &         p,
+                 const KernelConfig &    base,
+                 const DeviceLimits &    limits,
+                 const Overrides &       o,
+                 const PlanningAborted & aborted)
 {
   const bool   forced = !o.TileShape.empty();
   const auto   candidates = forced ? std::vector<std::vector<int>>{ o.TileShape } : CandidateConfigurations(base);
@@ -225,6 +229,13 @@ ChooseTiledShape(const Problem & p, const KernelConfig & base, const DeviceLimit
   double       bestCost = std::numeric_limits<double>::infinity();
   for (const auto & c : candidates)
   {
+    if (aborted && aborted())
+    {
+      ProcessAborted e(__FILE__, __LINE__);
+      e.SetLocation(ITK_LOCATION);
+      e.SetDescription("AbortGenerateDataOn while the CUDA backend planned its kernels");
+      throw e;
+    }
     KernelConfig k = base;
     for (int a = 0; a < 4; ++a)
     {
@@ -477,7 +488,10 @@ EstimateCost(const KernelConfig & c, int sharedPerSM)
 }
 
 KernelConfig
-ChooseConfiguration(const Problem & p, const DeviceLimits & limits, const Overrides & o)
+ChooseConfiguration(const Problem &         p,
+                    const DeviceLimits &    limits,
+                    const Overrides &       o,
+                    const PlanningAborted & aborted)
 {
   const KernelConfig base = BaseConfiguration(p);
   if (ColumnKernelApplies(p, base, o))
@@ -489,7 +503,7 @@ ChooseConfiguration(const Problem & p, const DeviceLimits & limits, const Overri
       return columns;
     }
   }
-  return ChooseTiledShape(p, base, limits, o);
+  return ChooseTiledShape(p, base, limits, o, aborted);
 }
 
 LaunchPlan

@@ -29,6 +29,7 @@
 #include "itkNonLocalMeansOverrides.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -102,12 +103,17 @@ ElementBytes(NonLocalMeansBackend::ElementType type);
 double
 EstimateCost(const KernelConfig & config, int sharedPerMultiprocessor);
 
+/** Asked between the candidates of the planner: true stops planning with ProcessAborted. */
+using PlanningAborted = std::function<bool()>;
+
 /** The kernel configuration for a problem on a device: the column kernel when it applies and fits,
- * else the tiled configuration of least estimated cost. Throws when none fits the device. */
+ * else the tiled configuration of least estimated cost. Throws when none fits the device, and
+ * ProcessAborted when `aborted` (may be empty) says so. */
 CudaNonLocalMeans_EXPORT KernelConfig
 ChooseConfiguration(const NonLocalMeansBackend::Problem & problem,
                     const DeviceLimits &                  limits,
-                    const Overrides &                     overrides);
+                    const Overrides &                     overrides,
+                    const PlanningAborted &               aborted = {});
 
 /** Plans the slabs of `config` (a ChooseConfiguration result) on a device: the thickest slab
  * that fits the memory budget, and the index width. Throws when not even one tile layer fits. */

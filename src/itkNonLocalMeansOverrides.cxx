@@ -17,6 +17,8 @@
  *=========================================================================*/
 #include "itkNonLocalMeansOverrides.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
@@ -41,9 +43,9 @@ Variable(const char * name)
 bool
 ParseInteger(const std::string & text, long long least, long long most, long long & value)
 {
-  if (text.empty())
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-'))
   {
-    return false;
+    return false; // no leading spaces or plus signs
   }
   errno = 0;
   char *          end = nullptr;
@@ -63,10 +65,14 @@ ParsePositiveList(const std::string & text, std::vector<int> & values)
   std::stringstream items(text);
   std::string       item;
   values.clear();
+  if (text.empty() || text.back() == ',')
+  {
+    return false;
+  }
   while (std::getline(items, item, ','))
   {
     long long v = 0;
-    if (!ParseInteger(item, 1, 1 << 20, v))
+    if (!ParseInteger(item, 1, 4096, v))
     {
       return false;
     }
@@ -87,8 +93,9 @@ Refuse(Overrides & o, const char * variable, const std::string & value, const ch
 std::string
 DefaultKernelCacheDirectory()
 {
-  const std::string flag = Variable("CUDANONLOCALMEANS_KERNEL_CACHE");
-  if (flag == "0" || flag == "off" || flag == "OFF" || flag == "false")
+  std::string flag = Variable("CUDANONLOCALMEANS_KERNEL_CACHE");
+  std::transform(flag.begin(), flag.end(), flag.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (flag == "0" || flag == "off" || flag == "false" || flag == "no")
   {
     return "";
   }

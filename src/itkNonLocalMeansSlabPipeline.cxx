@@ -285,7 +285,10 @@ SlabPipeline::ThrowIfAborted() const
   {
     m_Run.Driver.cuStreamSynchronize(m_Run.KernelStream); // the abort is what is reported
     m_Run.Driver.cuStreamSynchronize(m_Run.CopyStream);
-    nlm::ThrowIfAborted(m_Run.Caller);
+    ProcessAborted e(__FILE__, __LINE__);
+    e.SetLocation(ITK_LOCATION);
+    e.SetDescription(std::string("Object ") + m_Run.Caller->GetNameOfClass() + ": AbortGenerateDataOn");
+    throw e; // the slab's output is incomplete, whatever the flag says now
   }
 }
 

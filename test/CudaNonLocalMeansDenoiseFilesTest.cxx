@@ -148,6 +148,32 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
                 "declares 57024 bytes of pixel data but the file holds 6912",
                 "a header declaring more voxels than the file holds is refused");
 
+  // NIfTI: a truncated file is refused; a scaled int16 file (scl_slope 2, which ITK reads as float
+  // values) holds exactly what its header declares and is accepted.
+  {
+    using Short3 = itk::Image<short, 3>;
+    auto image = Short3::New();
+    image->SetRegions(Short3::RegionType(Short3::SizeType{ { 10, 9, 8 } }));
+    image->Allocate();
+    for (short * p = image->GetBufferPointer(); p != image->GetBufferPointer() + 720; ++p)
+    {
+      *p = static_cast<short>(100 + (p - image->GetBufferPointer()) % 7);
+    }
+    itk::WriteImage(image, folder + "/short.nii");
+    std::string nifti = ReadFile(folder + "/short.nii");
+    const float slope = 2.0f;
+    nifti.replace(112, sizeof(slope), reinterpret_cast<const char *>(&slope), sizeof(slope));
+    WriteFile(folder + "/scaled.nii", nifti);
+    std::remove(output.c_str());
+    Expect(Run(with({ "--input", folder + "/scaled.nii", "--output", output, "--h", "2" }), out, err) == EXIT_SUCCESS,
+           "a scaled int16 NIfTI input is accepted " + err.substr(0, err.find('\n')));
+    WriteFile(folder + "/truncated.nii", nifti.substr(0, nifti.size() - 10));
+    ExpectRefusal(with({ "--input", folder + "/truncated.nii", "--output", output }),
+                  output,
+                  "is truncated",
+                  "a truncated .nii input is refused");
+  }
+
   // Complex input, as scikit-image refuses it.
   {
     using ComplexImage = itk::Image<std::complex<float>, 2>;

@@ -197,3 +197,15 @@ TEST_F(KernelCacheTest, AFolderOthersCanWriteIsNotUsed)
   EXPECT_TRUE(first.CachePath.empty()) << "stored in a folder others can write: " << first.CachePath;
   EXPECT_FALSE(Compile().FromDiskCache);
 }
+
+TEST_F(KernelCacheTest, PTXForAnArchitectureNVRTCDoesNotKnowIsStoredAndReadBack)
+{
+  // A device newer than NVRTC: PTX for the newest architecture NVRTC knows, which the driver
+  // finishes; the entry is text (no terminator inside) and is read back.
+  const CompiledKernel first = itk::nlm::CompileKernel(*m_Nvrtc, SmallConfiguration(), 990);
+  ASSERT_TRUE(first.IsPTX) << first.Target;
+  EXPECT_TRUE(itk::nlm::LooksLikeModuleImage(first.Image, true));
+  const CompiledKernel second = itk::nlm::CompileKernel(*m_Nvrtc, SmallConfiguration(), 990);
+  EXPECT_TRUE(second.FromDiskCache) << second.CacheProblem;
+  EXPECT_EQ(second.Image, first.Image);
+}

@@ -307,3 +307,14 @@ TEST(NonLocalMeansLaunchPlan, ResidentBlocksRespectThreadsSharedMemoryAndRegiste
   const int byShared = h200.SharedPerMultiprocessor / static_cast<int>(c.SharedBytes() + 1024);
   EXPECT_EQ(itk::nlm::ResidentBlocksPerMultiprocessor(c, 32, h200), std::min(8, byShared));
 }
+
+TEST(NonLocalMeansLaunchPlan, PlanningStopsWhenTheCallerAborts)
+{
+  // 4D patch 1 distance 20 (hundreds of tiled candidates): an abort request stops the planner.
+  const Problem p = MakeProblem(4, { 16, 16, 16, 16 }, 1, 20);
+  int           asked = 0;
+  const auto    aborted = [&asked] { return ++asked > 3; };
+  EXPECT_THROW(itk::nlm::ChooseConfiguration(p, RealDevices().back().Limits, Overrides{}, aborted),
+               itk::ProcessAborted);
+  EXPECT_EQ(asked, 4);
+}
