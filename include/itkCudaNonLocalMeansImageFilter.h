@@ -27,6 +27,7 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #ifndef ITKv5_CONST
 #  define ITKv5_CONST const
@@ -152,6 +153,42 @@ public:
   itkSetMacro(MaximumGPUMemory, SizeValueType);
   itkGetConstMacro(MaximumGPUMemory, SizeValueType);
 
+  /** CUDA backend only: the CUDA devices (ordinals) to compute on; empty (the default): the default
+   * device (CUDANONLOCALMEANS_DEVICE, else 0). The slabs are shared out among them; the output does
+   * not depend on which devices or how many. A device may be listed more than once. */
+  void
+  SetDevices(const std::vector<int> & devices)
+  {
+    if (devices != m_Devices)
+    {
+      m_Devices = devices;
+      this->Modified();
+    }
+  }
+  const std::vector<int> &
+  GetDevices() const
+  {
+    return m_Devices;
+  }
+  /** Appends a device to Devices (for languages without std::vector). */
+  void
+  AddDevice(int ordinal)
+  {
+    m_Devices.push_back(ordinal);
+    this->Modified();
+  }
+  /** Empties Devices: the default device again. */
+  void
+  ClearDevices()
+  {
+    this->SetDevices({});
+  }
+  unsigned int
+  GetNumberOfDevices() const
+  {
+    return static_cast<unsigned int>(m_Devices.size());
+  }
+
   /** The backend that computed the last output: CPU or CUDA; Auto before the first Update. */
   itkGetEnumMacro(BackendUsed, BackendEnum);
 
@@ -184,15 +221,16 @@ protected:
   GenerateData() override;
 
 private:
-  int           m_PatchSize{ 7 };
-  int           m_PatchDistance{ 11 };
-  double        m_H{ 0.1 };
-  double        m_Sigma{ 0.0 };
-  bool          m_FastMode{ true };
-  BackendEnum   m_Backend{ BackendEnum::Auto };
-  bool          m_SinglePrecision{ false };
-  SizeValueType m_MaximumGPUMemory{ 0 };
-  BackendEnum   m_BackendUsed{ BackendEnum::Auto };
+  int              m_PatchSize{ 7 };
+  int              m_PatchDistance{ 11 };
+  double           m_H{ 0.1 };
+  double           m_Sigma{ 0.0 };
+  bool             m_FastMode{ true };
+  BackendEnum      m_Backend{ BackendEnum::Auto };
+  bool             m_SinglePrecision{ false };
+  SizeValueType    m_MaximumGPUMemory{ 0 };
+  std::vector<int> m_Devices;
+  BackendEnum      m_BackendUsed{ BackendEnum::Auto };
 
   NonLocalMeansBackend::RunStatistics m_BackendStatistics;
 };

@@ -24,6 +24,7 @@
 #include "itkImageRegionConstIterator.h"
 #include "itkImageRegionIterator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -102,6 +103,20 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::VerifyPreconditions() I
                       << ImageDimension << " dimensions.");
   }
   NonLocalMeansBackend::VerifyParameters(m_PatchSize, m_PatchDistance, m_H, m_Sigma);
+  if (m_Devices.size() > NonLocalMeansBackend::MaximumDevices)
+  {
+    itkExceptionMacro("Devices names " << m_Devices.size() << " CUDA devices; name at most "
+                                       << NonLocalMeansBackend::MaximumDevices << " with SetDevices.");
+  }
+  for (const int device : m_Devices)
+  {
+    if (device < 0)
+    {
+      itkExceptionMacro("Devices holds " << device
+                                         << ", which is not a CUDA device ordinal; give 0, 1, ... to "
+                                            "SetDevices.");
+    }
+  }
 }
 
 template <typename TInputImage, typename TOutputImage>
@@ -184,6 +199,8 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
   problem.FastMode = m_FastMode;
   problem.SinglePrecision = m_SinglePrecision;
   problem.MaximumGPUMemory = m_MaximumGPUMemory;
+  problem.NumberOfDevices = static_cast<unsigned int>(m_Devices.size());
+  std::copy(m_Devices.begin(), m_Devices.end(), problem.Devices);
 
   // Input: float and double components are read in place; other types are converted to double.
   std::vector<double> inputCopy;
@@ -268,6 +285,12 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream 
   os << indent << "Backend: " << m_Backend << std::endl;
   os << indent << "SinglePrecision: " << (m_SinglePrecision ? "On" : "Off") << std::endl;
   os << indent << "MaximumGPUMemory: " << m_MaximumGPUMemory << std::endl;
+  os << indent << "Devices:";
+  for (const int device : m_Devices)
+  {
+    os << ' ' << device;
+  }
+  os << (m_Devices.empty() ? " (the default device)" : "") << std::endl;
   os << indent << "BackendUsed: " << m_BackendUsed << (m_BackendUsed == BackendEnum::Auto ? " (none yet)" : "")
      << std::endl;
   if (m_BackendUsed == BackendEnum::CUDA)

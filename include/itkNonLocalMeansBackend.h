@@ -65,6 +65,9 @@ public:
   /** Largest number of spatial dimensions a problem can have. */
   static constexpr unsigned int MaximumDimension = 4;
 
+  /** Most CUDA devices one problem may name. */
+  static constexpr unsigned int MaximumDevices = 16;
+
   /** Element type of a buffer. */
   enum class ElementType : std::uint8_t
   {
@@ -103,9 +106,14 @@ public:
     /** CUDA backend only: float32 arithmetic instead of float64 (faster on GPUs with weak FP64;
      * not bitwise equal to the CPU backend). Ignored by the CPU backend. */
     bool SinglePrecision{ false };
-    /** CUDA backend only: most GPU memory to use, in bytes; 0 = 80% of the free memory. Volumes
-     * that need more are processed in slabs along the outermost axis. */
+    /** CUDA backend only: most GPU memory to use on each device, in bytes; 0 = 80% of the free
+     * memory. Volumes that need more are processed in slabs along the outermost axis. */
     std::uint64_t MaximumGPUMemory{ 0 };
+    /** CUDA backend only: the CUDA device ordinals to use, the first NumberOfDevices entries; none:
+     * the default device (CUDANONLOCALMEANS_DEVICE, else 0). Slabs are spread over them; the output
+     * does not depend on which or how many. A device listed twice runs two slabs at once. */
+    int          Devices[MaximumDevices]{};
+    unsigned int NumberOfDevices{ 0 };
   };
 
   /** What the last Run did and how long its parts took (CUDA backend; the CPU backend reports

@@ -104,6 +104,19 @@ NonLocalMeansBackend::VerifyProblem(const Problem & p)
                              "and for single-component 3D images; this image is "
                              << p.Dimension << "D with " << p.Components << " component(s). Turn FastMode on.");
   }
+  if (p.NumberOfDevices > MaximumDevices)
+  {
+    itkGenericExceptionMacro("The problem names " << p.NumberOfDevices << " CUDA devices; name at most "
+                                                  << MaximumDevices << ".");
+  }
+  for (unsigned int i = 0; i < p.NumberOfDevices; ++i)
+  {
+    if (p.Devices[i] < 0)
+    {
+      itkGenericExceptionMacro("Device " << p.Devices[i]
+                                         << " is not a CUDA device ordinal; give 0, 1, ... to SetDevices.");
+    }
+  }
   if (p.Input == nullptr || p.Output == nullptr)
   {
     itkGenericExceptionMacro("Non-local means backend called without an input or output buffer.");

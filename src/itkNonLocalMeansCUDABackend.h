@@ -20,6 +20,9 @@
 
 #include "itkNonLocalMeansBackend.h"
 
+#include <chrono>
+#include <vector>
+
 namespace itk
 {
 namespace nlm
@@ -82,6 +85,25 @@ protected:
   ~NonLocalMeansCUDABackend() override = default;
 
 private:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  void
+  RunOnOneDevice(nlm::CUDADevice &   device,
+                 const Problem &     problem,
+                 ProcessObject *     caller,
+                 MultiThreaderBase * threader,
+                 unsigned int        numberOfWorkUnits,
+                 TimePoint           setupStart);
+
+  /** Several devices (or one listed several times): one slab plan, the slabs shared out. */
+  void
+  RunOnDevices(const std::vector<nlm::CUDADevice *> & devices,
+               const Problem &                        problem,
+               ProcessObject *                        caller,
+               MultiThreaderBase *                    threader,
+               unsigned int                           numberOfWorkUnits,
+               TimePoint                              setupStart);
+
   nlm::CUDADevice & m_Device;
   RunStatistics     m_Statistics;
 };

@@ -59,26 +59,39 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
 CUDADevice *
 CUDADevice::Get(std::string & why)
 {
-  static std::mutex                  mutex;
-  static std::unique_ptr<CUDADevice> device;
-  static std::string                 failure;
-  static bool                        tried = false;
-  const std::lock_guard<std::mutex>  lock(mutex);
-  if (!tried)
+  const Overrides o = GetOverrides();
+  if (!o.Invalid.empty())
   {
-    tried = true;
-    auto d = std::make_unique<CUDADevice>();
-    if (d->Initialize(failure))
-    {
-      device = std::move(d);
-    }
+    why = o.Invalid;
+    return nullptr;
   }
-  why = failure;
-  return device.get();
+  return Get(o.Devices.front(), why);
+}
+
+CUDADevice *
+CUDADevice::Get(int ordinal, std::string & why)
+{
+  static std::mutex                                 mutex;
+  static std::map<int, std::unique_ptr<CUDADevice>> devices;
+  static std::map<int, std::string>                 failures;
+  const std::lock_guard<std::mutex>                 lock(mutex);
+  if (failures.count(ordinal) == 0)
+  {
+    auto        d = std::make_unique<CUDADevice>();
+    std::string failure;
+    if (d->Initialize(ordinal, failure))
+    {
+      devices[ordinal] = std::move(d);
+    }
+    failures[ordinal] = failure;
+  }
+  why = failures[ordinal];
+  const auto it = devices.find(ordinal);
+  return it == devices.end() ? nullptr : it->second.get();
 }
 
 bool
-CUDADevice::Initialize(std::string & why)
+CUDADevice::Initialize(int ordinal, std::string & why)
 {
   const Overrides o = GetOverrides();
   if (!o.Invalid.empty())
@@ -97,22 +110,23 @@ CUDADevice::Initialize(std::string & why)
     return false;
   }
   int count = 0;
-  if (m_Driver->cuDeviceGetCount(&count) != cuda::CUDA_SUCCESS || o.Device >= count)
+  if (m_Driver->cuDeviceGetCount(&count) != cuda::CUDA_SUCCESS || ordinal < 0 || ordinal >= count)
   {
-    why = "CUDANONLOCALMEANS_DEVICE=" + std::to_string(o.Device) + " but the driver sees " + std::to_string(count) +
-          " device(s)";
+    why = "the CUDA device " + std::to_string(ordinal) + " does not exist: the driver sees " + std::to_string(count) +
+          " device(s); name devices 0 to " + std::to_string(count - 1) + " (CUDANONLOCALMEANS_DEVICE or SetDevices)";
     return false;
   }
-  cuda::CUresult r = m_Driver->cuDeviceGet(&m_Device, o.Device);
+  cuda::CUresult r = m_Driver->cuDeviceGet(&m_Device, ordinal);
   if (r == cuda::CUDA_SUCCESS)
   {
     r = m_Driver->cuDevicePrimaryCtxRetain(&m_Context, m_Device);
   }
   if (r != cuda::CUDA_SUCCESS)
   {
-    why = "the CUDA device " + std::to_string(o.Device) + " cannot be used: " + cuda::DescribeResult(*m_Driver, r);
+    why = "the CUDA device " + std::to_string(ordinal) + " cannot be used: " + cuda::DescribeResult(*m_Driver, r);
     return false;
   }
+  m_Ordinal = ordinal;
   if (!QueryLimits(why))
   {
     return false;

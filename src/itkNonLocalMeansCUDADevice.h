@@ -85,10 +85,22 @@ private:
 class CudaNonLocalMeans_EXPORT CUDADevice
 {
 public:
-  /** The device, initialised at the first call; null (with `why`) when no driver, device or NVRTC
-   * can be used, or when the overrides are invalid. */
+  /** The default device (the first of Overrides::Devices), initialized at the first call; null
+   * (with `why`) when no driver, device or NVRTC can be used, or when the overrides are invalid. */
   static CUDADevice *
   Get(std::string & why);
+
+  /** The device of a CUDA ordinal, initialized at its first call, with its own primary context,
+   * module cache and staging pool; null (with `why`) when it cannot be used. */
+  static CUDADevice *
+  Get(int ordinal, std::string & why);
+
+  /** The device's CUDA ordinal. */
+  int
+  Ordinal() const
+  {
+    return m_Ordinal;
+  }
 
   const cuda::DriverAPI &
   Driver() const
@@ -142,7 +154,7 @@ public:
 
 private:
   bool
-  Initialize(std::string & why);
+  Initialize(int ordinal, std::string & why);
   bool
   QueryLimits(std::string & why);
   cuda::CUresult
@@ -155,6 +167,7 @@ private:
   const cuda::DriverAPI *      m_Driver{ nullptr };
   const cuda::NvrtcAPI *       m_Nvrtc{ nullptr };
   cuda::CUdevice               m_Device{ 0 };
+  int                          m_Ordinal{ 0 };
   cuda::CUcontext              m_Context{ nullptr };
   DeviceLimits                 m_Limits;
   int                          m_DriverVersion{ 0 };

@@ -507,7 +507,7 @@ ChooseConfiguration(const Problem &         p,
 }
 
 LaunchPlan
-PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & limits)
+PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & limits, long long minimumSlabs)
 {
   LaunchPlan plan;
   plan.Config = config;
@@ -527,7 +527,8 @@ PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & l
   }
   // The thickest slab (whole tiles along A) that fits the budget, halving from the whole output.
   const long long tileA = config.Tile[A];
-  long long       slab = plan.TileSpan[A];
+  const long long layers = plan.TileSpan[A] / tileA;
+  long long       slab = (layers + std::max(1LL, minimumSlabs) - 1) / std::max(1LL, minimumSlabs) * tileA;
   while (slab > tileA && SlabBytes(p, config, plan.TileSpan, A, slab) > plan.MemoryBudget)
   {
     slab = std::max<long long>(tileA, (slab / 2 + tileA - 1) / tileA * tileA);

@@ -116,9 +116,14 @@ ChooseConfiguration(const NonLocalMeansBackend::Problem & problem,
                     const PlanningAborted &               aborted = {});
 
 /** Plans the slabs of `config` (a ChooseConfiguration result) on a device: the thickest slab
- * that fits the memory budget, and the index width. Throws when not even one tile layer fits. */
+ * that fits the memory budget and makes at least `minimumSlabs` slabs where the output has that
+ * many tile layers (several devices), and the index width. Throws when not even one tile layer
+ * fits. */
 CudaNonLocalMeans_EXPORT LaunchPlan
-PlanSlabs(const NonLocalMeansBackend::Problem & problem, const KernelConfig & config, const DeviceLimits & limits);
+PlanSlabs(const NonLocalMeansBackend::Problem & problem,
+          const KernelConfig &                  config,
+          const DeviceLimits &                  limits,
+          long long                             minimumSlabs = 1);
 
 /** Slab `index` of a plan. `residentBlocks`: blocks of nlm_fast the device holds at once (sizes
  * the launch chunks). Throws when the input buffer does not cover what the slab reads. */

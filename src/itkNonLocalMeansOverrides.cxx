@@ -30,6 +30,9 @@ namespace nlm
 {
 namespace
 {
+// The most devices one Run uses.
+constexpr std::size_t MaximumDevices = 16;
+
 /** The variable's value, or "" when it is unset. The one call of getenv in the library. */
 std::string
 Variable(const char * name)
@@ -122,12 +125,28 @@ void
 ReadDeviceAndLibraries(Overrides & o)
 {
   const std::string device = Variable("CUDANONLOCALMEANS_DEVICE");
-  long long         ordinal = 0;
-  if (!device.empty() && !ParseInteger(device, 0, 1 << 16, ordinal))
+  std::vector<int>  ordinals;
+  bool              valid = true;
+  if (!device.empty())
   {
-    Refuse(o, "CUDANONLOCALMEANS_DEVICE", device, "a device ordinal (0, 1, ...)");
+    std::stringstream items(device);
+    std::string       item;
+    while (std::getline(items, item, ','))
+    {
+      long long ordinal = 0;
+      valid = valid && ParseInteger(item, 0, 1 << 16, ordinal);
+      ordinals.push_back(static_cast<int>(ordinal));
+    }
+    valid = valid && !ordinals.empty() && device.back() != ',' && ordinals.size() <= MaximumDevices;
+    if (valid)
+    {
+      o.Devices = ordinals;
+    }
+    else
+    {
+      Refuse(o, "CUDANONLOCALMEANS_DEVICE", device, "a device ordinal (0, 1, ...) or a list of them (0,1)");
+    }
   }
-  o.Device = static_cast<int>(ordinal);
   o.NvrtcLibrary = Variable("CUDANONLOCALMEANS_NVRTC_LIBRARY");
   o.NvrtcFallback = Variable("CUDANONLOCALMEANS_NVRTC_FALLBACK");
   for (const char * root : { "CUDA_PATH", "CUDA_HOME" })

@@ -36,8 +36,9 @@ namespace nlm
 /** Environment overrides of the CUDA backend, each with the variable that sets it. */
 struct Overrides
 {
-  /** CUDANONLOCALMEANS_DEVICE: ordinal of the CUDA device (default 0). */
-  int Device{ 0 };
+  /** CUDANONLOCALMEANS_DEVICE: ordinal(s) of the CUDA device(s) to use when the filter names none,
+   * e.g. "1" or "0,1" (default 0). Each slab goes to one of them. */
+  std::vector<int> Devices{ 0 };
   /** CUDANONLOCALMEANS_NVRTC_LIBRARY: the NVRTC library file to load, instead of the search. */
   std::string NvrtcLibrary;
   /** CUDANONLOCALMEANS_NVRTC_FALLBACK: an NVRTC library tried after the search found none (the

@@ -235,6 +235,10 @@ SlabPipeline::FinishOldestChunk(bool wait)
     cuda::CheckWork(m_Run.Driver, r, "the non-local means kernels", "cuEventQuery", __FILE__, __LINE__, ITK_LOCATION);
   }
   m_Run.TilesDone += m_Slab.Chunks[m_Finished].Tiles;
+  if (m_Run.SharedTilesDone != nullptr)
+  {
+    *m_Run.SharedTilesDone += m_Slab.Chunks[m_Finished].Tiles;
+  }
   ++m_Finished;
   if (m_Run.Caller != nullptr)
   {
@@ -242,6 +246,10 @@ SlabPipeline::FinishOldestChunk(bool wait)
                    KernelProgressShare * static_cast<double>(m_Run.TilesDone) /
                      static_cast<double>(m_Run.Plan.TotalTiles));
     m_Aborted = m_Run.Caller->GetAbortGenerateData();
+  }
+  else if (m_Run.SharedStop != nullptr)
+  {
+    m_Aborted = *m_Run.SharedStop;
   }
   return true;
 }
@@ -287,7 +295,8 @@ SlabPipeline::ThrowIfAborted() const
     m_Run.Driver.cuStreamSynchronize(m_Run.CopyStream);
     ProcessAborted e(__FILE__, __LINE__);
     e.SetLocation(ITK_LOCATION);
-    e.SetDescription(std::string("Object ") + m_Run.Caller->GetNameOfClass() + ": AbortGenerateDataOn");
+    e.SetDescription(std::string("Object ") + (m_Run.Caller ? m_Run.Caller->GetNameOfClass() : "CUDA backend") +
+                     ": AbortGenerateDataOn");
     throw e; // the slab's output is incomplete, whatever the flag says now
   }
 }

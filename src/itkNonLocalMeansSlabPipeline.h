@@ -53,6 +53,10 @@ struct SlabRun
   NonLocalMeansBackend::RunStatistics & Statistics;
   long long                             TilesDone{ 0 }; // over all slabs, for progress
   bool                                  InputChecked{ false };
+  /** Several devices: the tiles done by all of them (added to), and the request to stop (read);
+   * the calling thread reports progress and aborts, as Caller is then null. */
+  std::atomic<long long> *  SharedTilesDone{ nullptr };
+  const std::atomic<bool> * SharedStop{ nullptr };
 };
 
 /** \class SlabPipeline

@@ -85,6 +85,7 @@ struct Params
   bool               single{ false };
   itk::SizeValueType memory{ 0 };
   unsigned int       streams{ 1 };
+  std::vector<int>   devices{};
 };
 
 /** Sets the filter's parameters from p. */
@@ -99,6 +100,7 @@ Configure(TFilter * filter, const Params & p, itk::CudaNonLocalMeansImageFilterE
   filter->SetFastMode(p.fast);
   filter->SetSinglePrecision(p.single);
   filter->SetMaximumGPUMemory(p.memory);
+  filter->SetDevices(p.devices);
   filter->SetBackend(backend);
 }
 
@@ -630,6 +632,57 @@ TEST(CudaNonLocalMeansGPU, ACachedModuleTheDriverCannotLoadIsCompiledAgain)
   EXPECT_EQ(reread.Image, good.Image);
   itk::nlm::SetOverrides(saved);
   EXPECT_EQ(std::system((std::string("rm -rf '") + folder + "'").c_str()), 0);
+}
+
+
+TEST(CudaNonLocalMeansGPU, SlabsSharedOutAmongDevicesChangeNoBit)
+{
+  // One device listed several times runs the multi-device path (one plan, slabs taken in turn by
+  // each device's thread, progress and abort from the calling thread): bitwise the CPU's output.
+  Params twice{ 3, 3, 0.1, 0.05 };
+  twice.devices = { 0, 0 };
+  Compare("3D float p3 d3 on device 0 twice", Image<F3>({ 37, 29, 71 }, 1, 42).GetPointer(), twice);
+  Params thrice{ 5, 4, 0.1, 0.02 };
+  thrice.devices = { 0, 0, 0 };
+  Compare("2D RGB double p5 d4 on device 0 three times", Image<VD2>({ 40, 95 }, 3, 43).GetPointer(), thrice);
+  Params fourD{ 3, 2, 0.1, 0.05 };
+  fourD.devices = { 0, 0 };
+  Compare("4D double p3 d2 on device 0 twice", Image<D4>({ 9, 8, 7, 12 }, 1, 44).GetPointer(), fourD);
+  Params slabs{ 3, 3, 0.1, 0.05 };
+  slabs.devices = { 0, 0 };
+  slabs.memory = 1500000; // several slabs per device (half the budget each)
+  unsigned int count = 0;
+  Compute<F3>(Image<F3>({ 37, 29, 71 }, 1, 45).GetPointer(), slabs, BackendEnum::CUDA, nullptr, &count);
+  Check(count >= 4, "a small budget gives several slabs per device (" + std::to_string(count) + ")");
+  Compare("3D float p3 d3, small budget, device 0 twice", Image<F3>({ 37, 29, 71 }, 1, 45).GetPointer(), slabs);
+  Params streamed = twice;
+  streamed.streams = 3;
+  Compare("3D float p3 d3 streamed, device 0 twice", Image<F3>({ 37, 29, 71 }, 1, 46).GetPointer(), streamed);
+
+  // Progress and abort through the calling thread.
+  using FilterType = itk::CudaNonLocalMeansImageFilter<F3>;
+  auto filter = FilterType::New();
+  filter->SetInput(Image<F3>({ 160, 160, 160 }, 1, 47));
+  filter->SetPatchSize(5);
+  filter->SetPatchDistance(5);
+  filter->SetBackend(BackendEnum::CUDA);
+  filter->SetDevices({ 0, 0 });
+  itk::nlm_test::CheckProgressAndAbort(filter.GetPointer(), 3, Check);
+
+  // A device that does not exist: Backend CUDA names it; Auto computes on the CPU.
+  Params missing{ 3, 2, 0.1, 0.05 };
+  missing.devices = { 0, 99 };
+  try
+  {
+    Compute<F3>(Image<F3>({ 20, 18, 16 }, 1, 48).GetPointer(), missing, BackendEnum::CUDA);
+    Check(false, "device 99 is refused");
+  }
+  catch (const itk::ExceptionObject & e)
+  {
+    Check(std::string(e.GetDescription()).find("cannot use device 99") != std::string::npos,
+          std::string("device 99 is refused: ") + e.GetDescription());
+  }
+  CheckAuto("3D float on devices 0 and 99, Auto", Image<F3>({ 20, 18, 16 }, 1, 48).GetPointer(), missing);
 }
 
 /** Runs the tests, or exits 77 (CTest's skip) where no usable CUDA backend exists. */

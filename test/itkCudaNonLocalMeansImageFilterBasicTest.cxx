@@ -62,6 +62,13 @@ itkCudaNonLocalMeansImageFilterBasicTest(int, char *[])
   ITK_TEST_SET_GET_BOOLEAN(filter, FastMode, true);
   filter->SetBackend(BackendEnum::CPU);
   ITK_TEST_EXPECT_TRUE(filter->GetBackend() == BackendEnum::CPU);
+  ITK_TEST_EXPECT_TRUE(filter->GetDevices().empty()); // the default device
+  filter->SetDevices({ 0, 1 });
+  filter->AddDevice(0);
+  ITK_TEST_EXPECT_TRUE(filter->GetDevices() == std::vector<int>({ 0, 1, 0 }));
+  ITK_TEST_EXPECT_EQUAL(filter->GetNumberOfDevices(), 3u);
+  filter->ClearDevices();
+  ITK_TEST_EXPECT_TRUE(filter->GetDevices().empty());
 
   // Enum printing.
   std::ostringstream names;

@@ -98,7 +98,7 @@ itkCudaNonLocalMeansImageFilterExceptionTest(int, char *[])
       f->Update();
     });
   }
-  ExpectException("H 1e-200 (normalisation underflows)", "H = ", [&] {
+  ExpectException("H 1e-200 (normalization underflows)", "H = ", [&] {
     auto f = MakeFilter(image.GetPointer());
     f->SetH(1e-200);
     f->Update();
@@ -111,6 +111,17 @@ itkCudaNonLocalMeansImageFilterExceptionTest(int, char *[])
       f->Update();
     });
   }
+
+  ExpectException("a negative device", "not a CUDA device ordinal", [&] {
+    auto f = MakeFilter(image.GetPointer());
+    f->SetDevices({ 0, -1 });
+    f->Update();
+  });
+  ExpectException("17 devices", "name at most 16", [&] {
+    auto f = MakeFilter(image.GetPointer());
+    f->SetDevices(std::vector<int>(17, 0));
+    f->Update();
+  });
 
   // Non-finite input values.
   for (float bad : { std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity() })

@@ -87,13 +87,26 @@ TEST(NonLocalMeansOverrides, ValidValuesAreTaken)
   const ScopedVariable cache("CUDANONLOCALMEANS_KERNEL_CACHE_DIR", "/tmp/nlm-kernels");
   const auto           o = itk::nlm::ReadOverrides();
   EXPECT_EQ(o.Invalid, "");
-  EXPECT_EQ(o.Device, 2);
+  EXPECT_EQ(o.Devices, (std::vector<int>{ 2 }));
   EXPECT_EQ(o.StagingChunkBytes, 2992u); // whole 16-byte elements
   EXPECT_EQ(o.ChunkTiles, 3);
   EXPECT_EQ(o.TileShape, (std::vector<int>{ 16, 16, 8, 1, 256, 1, 1 }));
   EXPECT_TRUE(o.ColumnKernelOff);
   EXPECT_EQ(o.NvrtcOptions, (std::vector<std::string>{ "-lineinfo", "-Xptxas=-v" }));
   EXPECT_EQ(o.KernelCacheDirectory, "/tmp/nlm-kernels");
+}
+
+TEST(NonLocalMeansOverrides, SeveralDevicesCanBeNamed)
+{
+  {
+    const ScopedVariable devices("CUDANONLOCALMEANS_DEVICE", "0,1,0");
+    EXPECT_EQ(itk::nlm::ReadOverrides().Devices, (std::vector<int>{ 0, 1, 0 }));
+  }
+  EXPECT_EQ(itk::nlm::ReadOverrides().Devices, (std::vector<int>{ 0 })) << "default: device 0";
+  for (const char * junk : { "0,", ",1", "0,,1", "0;1", "0,-1" })
+  {
+    EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_DEVICE", junk).find("a list of them"), std::string::npos) << junk;
+  }
 }
 
 TEST(NonLocalMeansOverrides, TheDiskCacheCanBeSwitchedOff)
