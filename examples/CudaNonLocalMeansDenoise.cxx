@@ -47,6 +47,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <new>
 #include <random>
 #include <sstream>
 #include <string>
@@ -71,6 +72,7 @@ struct Options
   int         repeat{ 1 };
   double      maxGPUMemory{ 0.0 }; // MiB, 0 = automatic
   bool        single{ false };
+  int         streamDivisions{ 1 };
 };
 
 void
@@ -95,7 +97,10 @@ PrintUsage(const char * name)
             << "  --phantom-size N       side of the generated phantom (default 64)\n"
             << "  --repeat N             run the filter N times and report each time (default 1)\n"
             << "  --max-gpu-memory MIB   GPU memory the CUDA backend may use (default: 80% of the free memory)\n"
-            << "  --single-precision     float32 arithmetic on the GPU (opt-in; not bitwise equal to the CPU)\n";
+            << "  --single-precision     float32 arithmetic on the GPU (opt-in; not bitwise equal to the CPU)\n"
+            << "  --stream-divisions N   read, denoise and write the image in N pieces along its last axis, so\n"
+            << "                         that about 1/N of it is in memory (MetaImage and NRRD; the output is\n"
+            << "                         bitwise the same)\n";
 }
 
 /** A whole number of at least `minimum`, or an exception that names the option and the value. */
@@ -199,6 +204,8 @@ ParseArguments(int argc, char * argv[], Options & o)
       o.maxGPUMemory = ParseReal(arg, value("--max-gpu-memory"), 0.0, true);
     else if (arg == "--single-precision")
       o.single = true;
+    else if (arg == "--stream-divisions")
+      o.streamDivisions = ParseWhole(arg, value("--stream-divisions"), 1);
     else
     {
       std::cerr << "Unknown argument: " << arg << "\n";
@@ -323,13 +330,13 @@ struct OutputFormat
   itk::IOPixelEnum     Pixel{ itk::IOPixelEnum::VECTOR }; // for several components
 };
 
+/** The filter with the program's options. */
 template <typename TImage>
-typename TImage::Pointer
-Denoise(const typename TImage::Pointer & image, const Options & o, const OutputFormat & format)
+typename itk::CudaNonLocalMeansImageFilter<TImage, TImage>::Pointer
+MakeFilter(const Options & o)
 {
   using FilterType = itk::CudaNonLocalMeansImageFilter<TImage, TImage>;
   auto filter = FilterType::New();
-  filter->SetInput(image);
   filter->SetPatchSize(o.patchSize);
   filter->SetPatchDistance(o.patchDistance);
   filter->SetH(o.h);
@@ -349,6 +356,53 @@ Denoise(const typename TImage::Pointer & image, const Options & o, const OutputF
   {
     filter->SetNumberOfWorkUnits(static_cast<unsigned int>(o.threads));
   }
+  return filter;
+}
+
+/** Reads, denoises and writes in `o.streamDivisions` pieces along the last axis (ITK's streaming:
+ * the reader reads, and the filter computes, only what each piece needs), to a temporary file that
+ * is moved into place once complete. */
+template <typename TImage>
+void
+DenoiseStreamed(const Options & o, const OutputFormat & format)
+{
+  auto reader = itk::ImageFileReader<TImage>::New();
+  reader->SetFileName(o.input);
+  auto filter = MakeFilter<TImage>(o);
+  filter->SetInput(reader->GetOutput());
+  const std::string temporary = nlm_files::TemporaryNameFor(o.output);
+  auto              writer = itk::ImageFileWriter<TImage>::New();
+  writer->SetInput(filter->GetOutput());
+  writer->SetFileName(temporary);
+  writer->SetNumberOfStreamDivisions(static_cast<unsigned int>(o.streamDivisions));
+  const auto start = std::chrono::steady_clock::now();
+  try
+  {
+    writer->Update();
+  }
+  catch (...)
+  {
+    std::remove(temporary.c_str());
+    throw;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto   region = filter->GetOutput()->GetLargestPossibleRegion();
+  const auto   bytes = static_cast<std::uint64_t>(region.GetNumberOfPixels()) *
+                     filter->GetOutput()->GetNumberOfComponentsPerPixel() *
+                     sizeof(typename itk::NumericTraits<typename TImage::PixelType>::ValueType);
+  nlm_files::CommitFile(temporary, o.output, bytes);
+  std::cout << "Backend: "
+            << (filter->GetBackendUsed() == itk::CudaNonLocalMeansImageFilterEnums::Backend::CUDA ? "CUDA" : "CPU")
+            << ", " << o.streamDivisions << " stream divisions of " << region.GetSize() << "\nElapsed: " << seconds
+            << " s (read, denoise, write)\nWrote " << o.output << " (" << nlm_files::NameOf(format.Type) << ")\n";
+}
+
+template <typename TImage>
+typename TImage::Pointer
+Denoise(const typename TImage::Pointer & image, const Options & o, const OutputFormat & format)
+{
+  auto filter = MakeFilter<TImage>(o);
+  filter->SetInput(image);
 
   const auto   size = image->GetLargestPossibleRegion().GetSize();
   const double voxels = static_cast<double>(image->GetLargestPossibleRegion().GetNumberOfPixels());
@@ -401,15 +455,19 @@ template <typename TComponent, unsigned int VDimension>
 void
 ReadAndDenoise(const Options & o, unsigned int components, const OutputFormat & format)
 {
-  if (components == 1)
+  using ScalarImage = itk::Image<TComponent, VDimension>;
+  using VectorImage = itk::VectorImage<TComponent, VDimension>;
+  if (o.streamDivisions > 1)
   {
-    using ImageType = itk::Image<TComponent, VDimension>;
-    Denoise<ImageType>(itk::ReadImage<ImageType>(o.input), o, format);
+    components == 1 ? DenoiseStreamed<ScalarImage>(o, format) : DenoiseStreamed<VectorImage>(o, format);
+  }
+  else if (components == 1)
+  {
+    Denoise<ScalarImage>(itk::ReadImage<ScalarImage>(o.input), o, format);
   }
   else
   {
-    using ImageType = itk::VectorImage<TComponent, VDimension>;
-    Denoise<ImageType>(itk::ReadImage<ImageType>(o.input), o, format);
+    Denoise<VectorImage>(itk::ReadImage<VectorImage>(o.input), o, format);
   }
 }
 
@@ -431,6 +489,29 @@ ReadAndDenoise(const Options & o, unsigned int dimension, unsigned int component
     default:
       throw std::runtime_error("the input has " + std::to_string(dimension) +
                                " dimensions; non-local means supports 2, 3 and 4");
+  }
+}
+
+/** Throws, before computing, when --stream-divisions cannot be honored, naming what to change. */
+void
+CheckStreaming(const Options & o, itk::ImageIOBase & input, itk::IOComponentEnum outputType)
+{
+  const auto computed = input.GetComponentType() == itk::IOComponentEnum::FLOAT ? itk::IOComponentEnum::FLOAT
+                                                                                : itk::IOComponentEnum::DOUBLE;
+  if (outputType != computed)
+  {
+    throw std::runtime_error("--stream-divisions writes the computation's type: give --output-type " +
+                             nlm_files::NameOf(computed) + " (or denoise without --stream-divisions)");
+  }
+  if (!o.preview.empty() || o.repeat > 1)
+  {
+    throw std::runtime_error("--stream-divisions never holds the whole image: leave out --preview and --repeat");
+  }
+  const auto writer = nlm_files::WriterFor(o.output);
+  if (!writer->CanStreamWrite() || !input.CanStreamRead())
+  {
+    throw std::runtime_error("--stream-divisions needs formats ITK reads and writes in pieces (.mha, .mhd, .nrrd); " +
+                             o.input + " or " + o.output + " is not one");
   }
 }
 
@@ -566,6 +647,10 @@ CudaNonLocalMeansDenoise(int argc, char * argv[])
                             (format.Type == itk::IOComponentEnum::USHORT && nlm_files::EndsWith(o.output, ".png"));
     format.Pixel = (colour && colourType) ? io->GetPixelType() : itk::IOPixelEnum::VECTOR;
     nlm_files::CheckOutputFormat(o.output, dimension, components, format.Type);
+    if (o.streamDivisions > 1)
+    {
+      CheckStreaming(o, *io, format.Type);
+    }
     if (io->GetComponentType() == itk::IOComponentEnum::FLOAT)
     {
       ReadAndDenoise<float>(o, dimension, components, format);
@@ -578,6 +663,12 @@ CudaNonLocalMeansDenoise(int argc, char * argv[])
   catch (const itk::ExceptionObject & e)
   {
     std::cerr << "Error: " << e.GetDescription() << "\n";
+    return EXIT_FAILURE;
+  }
+  catch (const std::bad_alloc &)
+  {
+    std::cerr << "Error: not enough memory for the whole image; give --stream-divisions N (MetaImage or NRRD files) "
+                 "to denoise it in N pieces\n";
     return EXIT_FAILURE;
   }
   catch (const std::exception & e)

@@ -335,6 +335,32 @@ TemporaryNameFor(const std::string & fileName)
   return fileName.substr(0, base) + "." + stem + ".partial-" + std::to_string(pid) + extension;
 }
 
+/** Moves a written temporary file into place as `fileName`, after checking (where the format
+ * allows) that it holds at least `dataBytes`; removes it and throws otherwise. */
+inline void
+CommitFile(const std::string & temporary, const std::string & fileName, std::uint64_t dataBytes)
+{
+  const std::uint64_t written = FileSize(temporary);
+  if (SizeCanBeChecked(fileName) && written < dataBytes)
+  {
+    std::remove(temporary.c_str());
+    throw std::runtime_error("writing " + fileName + " failed: the file holds " + std::to_string(written) +
+                             " bytes but the data are " + std::to_string(dataBytes) +
+                             " (is the disk full?); nothing was written");
+  }
+#if defined(_WIN32)
+  if (temporary != fileName)
+  {
+    std::remove(fileName.c_str()); // rename does not replace a file on Windows
+  }
+#endif
+  if (temporary != fileName && std::rename(temporary.c_str(), fileName.c_str()) != 0)
+  {
+    std::remove(temporary.c_str());
+    throw std::runtime_error("cannot move the result into place as " + fileName);
+  }
+}
+
 /** Writes `image` (any component count) with components of `type` to `fileName`: to a temporary
  * file beside it, whose size is checked where the format allows, then renamed into place. On any
  * failure nothing is left at `fileName` that was not there before, and an exception says why. */
@@ -386,25 +412,7 @@ WriteImage(const TImage * image, IOComponent type, itk::IOPixelEnum pixelType, c
     std::remove(temporary.c_str());
     throw;
   }
-  const std::uint64_t written = FileSize(temporary);
-  if (SizeCanBeChecked(fileName) && written < dataBytes)
-  {
-    std::remove(temporary.c_str());
-    throw std::runtime_error("writing " + fileName + " failed: the file holds " + std::to_string(written) +
-                             " bytes but the data are " + std::to_string(dataBytes) +
-                             " (is the disk full?); nothing was written");
-  }
-#if defined(_WIN32)
-  if (temporary != fileName)
-  {
-    std::remove(fileName.c_str()); // rename does not replace a file on Windows
-  }
-#endif
-  if (temporary != fileName && std::rename(temporary.c_str(), fileName.c_str()) != 0)
-  {
-    std::remove(temporary.c_str());
-    throw std::runtime_error("cannot move the result into place as " + fileName);
-  }
+  CommitFile(temporary, fileName, dataBytes);
 }
 
 } // namespace nlm_files

@@ -31,6 +31,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <dirent.h>
 #include <fstream>
 #include <iostream>
@@ -241,6 +242,57 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
         EXIT_SUCCESS &&
       ReadFile(output).find("ElementType = MET_DOUBLE") != std::string::npos;
     Expect(asDouble, "--output-type float64 writes float64");
+  }
+
+  // --stream-divisions: the same numbers, read, denoised and written in pieces; refused where the
+  // whole image would be needed or the format does not stream.
+  {
+    using Float3 = itk::Image<float, 3>;
+    auto image = Float3::New();
+    image->SetRegions(Float3::RegionType(Float3::SizeType{ { 23, 19, 41 } }));
+    image->Allocate();
+    unsigned int v = 11;
+    for (float * p = image->GetBufferPointer(); p != image->GetBufferPointer() + 23 * 19 * 41; ++p)
+    {
+      v = v * 1103515245u + 12345u;
+      *p = 0.5f + static_cast<float>((v >> 16) % 1000) * 1e-4f;
+    }
+    itk::WriteImage(image, folder + "/volume.mha");
+    const std::string whole = folder + "/whole.mha", pieces = folder + "/pieces.mha";
+    const bool        ran =
+      Run(with({ "--input", folder + "/volume.mha", "--output", whole }), out, err) == EXIT_SUCCESS &&
+      Run(with({ "--input", folder + "/volume.mha", "--output", pieces, "--stream-divisions", "5" }), out, err) ==
+        EXIT_SUCCESS;
+    bool same = false;
+    if (ran)
+    {
+      const auto a = itk::ReadImage<Float3>(whole);
+      const auto b = itk::ReadImage<Float3>(pieces);
+      same = a->GetLargestPossibleRegion() == b->GetLargestPossibleRegion() &&
+             std::memcmp(a->GetBufferPointer(), b->GetBufferPointer(), 23 * 19 * 41 * sizeof(float)) == 0;
+    }
+    Expect(ran && same && out.find("5 stream divisions") != std::string::npos,
+           "--stream-divisions 5 gives bitwise the unstreamed output " + err.substr(0, err.find('\n')));
+    ExpectRefusal(with({ "--input",
+                         folder + "/volume.mha",
+                         "--output",
+                         pieces,
+                         "--stream-divisions",
+                         "3",
+                         "--preview",
+                         folder + "/p.png" }),
+                  pieces,
+                  "leave out --preview",
+                  "--stream-divisions with --preview is refused");
+    itk::WriteImage(image, folder + "/compressed.mha", true);
+    ExpectRefusal(with({ "--input", folder + "/compressed.mha", "--output", pieces, "--stream-divisions", "3" }),
+                  pieces,
+                  "needs formats ITK reads and writes in pieces",
+                  "--stream-divisions of a compressed input is refused");
+    ExpectRefusal(with({ "--input", folder + "/short.nii", "--output", pieces, "--stream-divisions", "3" }),
+                  pieces,
+                  "give --output-type float64",
+                  "--stream-divisions of an integer input without --output-type float64 is refused");
   }
 
   // A write that comes out short (the file size limit stands in for a full disk): the program fails,
