@@ -94,15 +94,7 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     Parameters are scikit-image's; ``backend`` ('auto', 'cpu' or 'cuda') selects where to compute.
     Returns a float32 array for float16 and float32 input, float64 otherwise.
     """
-    import itk  # imported here so that the module loads without ITK's wrapping
-
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
-    patch_size = operator.index(patch_size)
-    patch_distance = operator.index(patch_distance)
-    h = float(h)
-    sigma * sigma  # TypeError for None, as in scikit-image, which uses only sigma * sigma
-    sigma = abs(float(sigma))
+    patch_size, patch_distance, h, sigma = _parameters(patch_size, patch_distance, h, sigma, backend)
 
     # Channel axis, as scikit-image's channel_as_last_axis decorator.
     axis = None
@@ -117,10 +109,41 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     if not multichannel:
         image = image[..., np.newaxis]  # TypeError for lists, as in scikit-image
     ndim = image.ndim - 1
+    _check_dimensions(ndim)
+    image = _to_float(np.asarray(image), preserve_range)
+    _check_mode(ndim, multichannel, fast_mode, h, patch_distance)
+    result = _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend)
+
+    # Output shape, with scikit-image's squeeze (the slow 3D kernel alone does not squeeze it).
+    if ndim == 3 and not fast_mode:
+        result = result[..., 0]
+    else:
+        result = np.squeeze(result)
+    if multichannel and axis != -1:
+        result = np.moveaxis(result, -1, axis)
+    return result
+
+
+def _parameters(patch_size, patch_distance, h, sigma, backend):
+    """The parameters as the filter takes them, with scikit-image's conversions and errors."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    patch_size = operator.index(patch_size)
+    patch_distance = operator.index(patch_distance)
+    h = float(h)
+    sigma * sigma  # TypeError for None, as in scikit-image, which uses only sigma * sigma
+    sigma = abs(float(sigma))
+    return max(patch_size, 1), patch_distance, h, sigma  # scikit-image treats 0 as 1; negative crash it
+
+
+def _check_dimensions(ndim):
     if ndim not in (2, 3, 4):
         raise NotImplementedError(
             "Non-local means denoising is only implemented for 2D, 3D or 4D grayscale or multichannel images.")
-    image = _to_float(np.asarray(image), preserve_range)
+
+
+def _check_mode(ndim, multichannel, fast_mode, h, patch_distance):
+    """scikit-image's refusals, and this function's own for input it computes meaninglessly."""
     if ndim == 3 and multichannel and not fast_mode:
         raise NotImplementedError("Multichannel 3D requires fast_mode to be True.")
     if ndim == 4 and not fast_mode:
@@ -129,8 +152,14 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
         raise ValueError("h is 0: give a non-zero cut-off distance (scikit-image computes a degenerate mean).")
     if patch_distance < 0:
         raise ValueError(f"patch_distance is {patch_distance}; it must be 0 or more.")
-    if patch_size < 1:
-        patch_size = 1  # scikit-image treats 0 as 1; negative sizes crash it
+
+
+def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend):
+    """The filter on a float32/float64 array whose last axis holds the channels (checked and
+    converted by the caller); returns an array of the same shape and type."""
+    import itk
+
+    ndim = image.ndim - 1
     image = np.ascontiguousarray(image)
     channels = image.shape[-1]
 
@@ -161,13 +190,4 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     result = itk.array_from_image(filt.GetOutput())
     if channels == 1:
         result = result[..., np.newaxis]
-    result = np.array(result, copy=True)
-
-    # Output shape, with scikit-image's squeeze (the slow 3D kernel alone does not squeeze it).
-    if ndim == 3 and not fast_mode:
-        result = result[..., 0]
-    else:
-        result = np.squeeze(result)
-    if multichannel and axis != -1:
-        result = np.moveaxis(result, -1, axis)
-    return result
+    return np.array(result, copy=True)

@@ -26,6 +26,7 @@ EXPECTED = [
     "itk/Configuration/CudaNonLocalMeansConfig.py",
     "itk/Configuration/CudaNonLocalMeans_snake_case.py",
     "itk_cudanonlocalmeans/__init__.py",
+    "itk_cudanonlocalmeans/dask.py",
 ]
 FORBIDDEN_LIBRARY = re.compile(r"lib(cuda|cudart|nvrtc|python3)[.-]")
 

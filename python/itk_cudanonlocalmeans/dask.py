@@ -1,0 +1,70 @@
+"""Non-local means on Dask arrays, for volumes larger than one machine's memory or spread over a cluster.
+
+    import dask.array as da
+    from itk_cudanonlocalmeans.dask import denoise_nl_means
+    volume = da.from_zarr("volume.zarr")
+    denoised = denoise_nl_means(volume, patch_size=5, patch_distance=6, h=0.08)   # lazy
+    denoised.to_zarr("denoised.zarr")
+
+takes the arguments of ``itk_cudanonlocalmeans.denoise_nl_means`` (scikit-image's) and returns a lazy
+``dask.array``. Each block is computed with the halo it needs, ``patch_size // 2 + patch_distance + 1``
+voxels on every side (clipped at the volume's border, where the filter reflects about the border
+exactly as on the whole volume), so the result is bitwise equal to the drop-in on the whole array,
+whatever the chunking: chunks smaller than the halo are merged by Dask first, and the channel axis is
+kept in one chunk.
+"""
+
+import numpy as np
+
+from . import _check_dimensions, _check_mode, _denoise_channels_last, _parameters, _to_float
+
+__all__ = ["denoise_nl_means"]
+
+
+def _denoise_block(block, patch_size, patch_distance, h, fast_mode, sigma, backend):
+    return _denoise_channels_last(block, patch_size, patch_distance, h, fast_mode, sigma, backend)
+
+
+def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=True, sigma=0.0, *,
+                     preserve_range=False, channel_axis=None, backend="auto"):
+    """``itk_cudanonlocalmeans.denoise_nl_means`` on a ``dask.array`` (or anything
+    ``dask.array.asarray`` takes), as a lazy ``dask.array`` of the same dtype and shape the drop-in
+    would return."""
+    import dask.array as da
+
+    patch_size, patch_distance, h, sigma = _parameters(patch_size, patch_distance, h, sigma, backend)
+    image = da.asarray(image)
+    axis = None
+    if channel_axis is not None:
+        axes = channel_axis if isinstance(channel_axis, tuple) else (channel_axis,)
+        if len(axes) > 1:
+            raise ValueError("only a single channel axis is currently supported")
+        axis = axes[0]
+        if axis != -1:
+            image = da.moveaxis(image, axis, -1)
+    multichannel = channel_axis is not None
+    if not multichannel:
+        image = image[..., np.newaxis]
+    ndim = image.ndim - 1
+    _check_dimensions(ndim)
+    float_dtype = _to_float(np.zeros((1,), image.dtype), preserve_range).dtype
+    _check_mode(ndim, multichannel, fast_mode, h, patch_distance)
+
+    # Elementwise conversion, then blocks with their halo; the channels stay together.
+    image = image.map_blocks(_to_float, preserve_range, dtype=float_dtype)
+    image = image.rechunk({ndim: -1})
+    halo = (patch_size + 1 if patch_size % 2 == 0 else patch_size) // 2 + patch_distance + 1
+    depth = {a: halo for a in range(ndim)}
+    depth[ndim] = 0
+    result = image.map_overlap(_denoise_block, depth=depth, boundary="none", trim=True, dtype=float_dtype,
+                               patch_size=patch_size, patch_distance=patch_distance, h=h, fast_mode=fast_mode,
+                               sigma=sigma, backend=backend)
+
+    # The drop-in's output shape.
+    if ndim == 3 and not fast_mode:
+        result = result[..., 0]
+    else:
+        result = da.squeeze(result)
+    if multichannel and axis != -1:
+        result = da.moveaxis(result, -1, axis)
+    return result
