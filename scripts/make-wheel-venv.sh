@@ -16,7 +16,7 @@ mkdir -p "$(dirname "$venv")"
 "${NLM_WHEEL_PYTHON:-python3}" -m venv "$venv" # the Python scripts/build-wheel.sh builds with
 log "installing $itk_core from PyPI, then $(basename "$wheel")[nvrtc] from its file, into $venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$itk_core" "scikit-image==0.26.0" pytest \
-  "dask[array]==2026.8.0" "distributed==2026.8.0" >&2
+  "dask[array]==2026.8.0" "distributed==2026.8.0" "zarr==3.1.6" >&2
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel[nvrtc]" >&2
 "$venv/bin/python" -m pip check >&2
 # Which itk this environment imports (from outside the source tree, with no PYTHONPATH).
