@@ -131,7 +131,8 @@ Benchmark(const Options & o)
            << ", \"first_setup_ms\": " << s0.SetupMilliseconds
            << ", \"first_allocation_ms\": " << s0.AllocationMilliseconds
            << ", \"first_upload_ms\": " << s0.UploadMilliseconds
-           << ", \"first_download_ms\": " << s0.DownloadMilliseconds << ", \"slabs\": " << s0.Slabs;
+           << ", \"first_download_ms\": " << s0.DownloadMilliseconds << ", \"slabs\": " << s0.Slabs
+           << ", \"device_bytes\": " << s0.DeviceBytes;
       std::vector<double> wall, kernel, up, down, pad, check, setup, allocation;
       for (int r = 0; r < std::max(1, o.repeats); ++r)
       {
