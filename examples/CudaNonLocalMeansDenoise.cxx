@@ -221,11 +221,7 @@ ParseArguments(int argc, char * argv[], Options & o)
 void
 CheckWritable(const std::string & fileName)
 {
-  if (itk::ImageIOFactory::CreateImageIO(fileName.c_str(), itk::ImageIOFactory::IOFileModeEnum::WriteMode).IsNull())
-  {
-    throw std::runtime_error("no ITK image writer handles " + fileName +
-                             "; give a file name with an extension ITK writes (.mha, .nrrd, .nii, .png, ...)");
-  }
+  nlm_files::WriterFor(fileName); // throws, naming the fix, when no writer handles it
   const bool existed = std::ifstream(fileName).good();
   if (!std::ofstream(fileName, std::ios::app).good())
   {
@@ -235,14 +231,6 @@ CheckWritable(const std::string & fileName)
   {
     std::remove(fileName.c_str());
   }
-}
-
-bool
-EndsWithPng(const std::string & fileName)
-{
-  std::string tail = fileName.substr(fileName.size() < 4 ? 0 : fileName.size() - 4);
-  std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
-  return tail == ".png";
 }
 
 /** The middle slice of an image's first component: axes 0 and 1 (x across, y down), every other axis
@@ -593,7 +581,7 @@ CudaNonLocalMeansDenoise(int argc, char * argv[])
     {
       return EXIT_FAILURE;
     }
-    if (!o.preview.empty() && !EndsWithPng(o.preview))
+    if (!o.preview.empty() && !nlm_files::EndsWith(o.preview, ".png"))
     {
       std::cerr << "Error: --preview writes a PNG picture; give a file name ending in .png, not " << o.preview << "\n";
       return EXIT_FAILURE;

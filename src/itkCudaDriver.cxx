@@ -271,11 +271,7 @@ CheckResult(const DriverAPI & driver,
             unsigned int      line,
             const char *      location)
 {
-  if (result != CUDA_SUCCESS)
-  {
-    throw ExceptionObject(
-      file, line, std::string("CUDA call ") + call + " failed: " + DescribeResult(driver, result), location);
-  }
+  CheckWork(driver, result, nullptr, call, file, line, location);
 }
 
 void
@@ -289,10 +285,11 @@ CheckWork(const DriverAPI & driver,
 {
   if (result != CUDA_SUCCESS)
   {
+    const std::string description = DescribeResult(driver, result);
     throw ExceptionObject(file,
                           line,
-                          std::string(what) + " failed on the GPU: " + DescribeResult(driver, result) + " (in " + call +
-                            ")",
+                          what ? std::string(what) + " failed on the GPU: " + description + " (in " + call + ")"
+                               : std::string("CUDA call ") + call + " failed: " + description,
                           location);
   }
 }

@@ -171,8 +171,8 @@ CheckResult(const DriverAPI & driver,
             unsigned int      line,
             const char *      location);
 
-/** Waits like CheckResult, but says that `what` failed: for waits on work whose errors surface
- * there (the kernels). Use it through ITK_NLM_CUDA_CHECK_WORK. */
+/** Like CheckResult, but says that `what` failed (when not null): for waits on work whose errors
+ * surface there (the kernels). Use it through ITK_NLM_CUDA_CHECK_WORK. */
 void
 CheckWork(const DriverAPI & driver,
           CUresult          result,

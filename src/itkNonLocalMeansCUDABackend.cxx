@@ -36,13 +36,8 @@ namespace itk
 {
 namespace
 {
-using Clock = std::chrono::steady_clock;
-
-double
-MillisecondsSince(Clock::time_point start)
-{
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using nlm::Clock;
+using nlm::MillisecondsSince;
 
 /** Fills the statistics' configuration, slab count and memory from the launch plan. */
 void

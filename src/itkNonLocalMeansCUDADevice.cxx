@@ -59,13 +59,7 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
 CUDADevice *
 CUDADevice::Get(std::string & why)
 {
-  const Overrides o = GetOverrides();
-  if (!o.Invalid.empty())
-  {
-    why = o.Invalid;
-    return nullptr;
-  }
-  return Get(o.Devices.front(), why);
+  return Get(GetOverrides().Devices.front(), why); // Initialize refuses invalid overrides
 }
 
 CUDADevice *

@@ -18,11 +18,12 @@
 #ifndef itkNonLocalMeansProgress_h
 #define itkNonLocalMeansProgress_h
 
-// Progress and abort requests of the filter that runs a backend, for both backends. Private to the
-// library.
+// Progress and abort requests of the filter that runs a backend, and elapsed time, for both
+// backends. Private to the library.
 
 #include "itkProcessObject.h"
 
+#include <chrono>
 #include <string>
 
 namespace itk
@@ -51,6 +52,15 @@ ReportProgress(ProcessObject * caller, double fraction)
   {
     caller->UpdateProgress(static_cast<float>(fraction));
   }
+}
+
+using Clock = std::chrono::steady_clock;
+
+/** Milliseconds from `start` to now. */
+inline double
+MillisecondsSince(Clock::time_point start)
+{
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
 } // namespace nlm

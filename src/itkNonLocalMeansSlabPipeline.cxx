@@ -28,13 +28,8 @@ namespace nlm
 {
 namespace
 {
-using Clock = std::chrono::steady_clock;
-
-double
-MillisecondsSince(Clock::time_point start)
-{
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using nlm::Clock;
+using nlm::MillisecondsSince;
 
 // Kernel chunks queued on the GPU at most.
 constexpr std::size_t QueueDepth = 4;

@@ -31,23 +31,6 @@
 #include <utility>
 #include <vector>
 
-namespace
-{
-/** Runs the program with the arguments and returns its exit code, and what it printed. */
-int
-RunCapturing(std::vector<std::string> arguments, std::string & out, std::string & err)
-{
-  std::ostringstream capturedOut, capturedErr;
-  std::streambuf *   savedOut = std::cout.rdbuf(capturedOut.rdbuf());
-  std::streambuf *   savedErr = std::cerr.rdbuf(capturedErr.rdbuf());
-  const int          status = RunDenoiseProgram(std::move(arguments));
-  std::cout.rdbuf(savedOut);
-  std::cerr.rdbuf(savedErr);
-  out = capturedOut.str();
-  err = capturedErr.str();
-  return status;
-}
-} // namespace
 
 int
 CudaNonLocalMeansDenoiseArgumentsTest(int argc, char * argv[])
@@ -92,7 +75,7 @@ CudaNonLocalMeansDenoiseArgumentsTest(int argc, char * argv[])
     std::vector<std::string> arguments = { "--backend", "cpu", "--phantom-size", "8", "--output", output };
     arguments.insert(arguments.end(), c.arguments.begin(), c.arguments.end());
     std::string out, err;
-    const int   status = RunCapturing(arguments, out, err);
+    const int   status = RunDenoiseProgramCapturing(arguments, out, err);
     const bool  refused = status != EXIT_SUCCESS && err.find(c.message) != std::string::npos;
     const bool  nothingComputed = out.find("Backend:") == std::string::npos && !std::ifstream(output).good();
     std::string shown = err.substr(0, err.find('\n'));
@@ -101,24 +84,24 @@ CudaNonLocalMeansDenoiseArgumentsTest(int argc, char * argv[])
     ok = ok && refused && nothingComputed;
   }
   std::string out, err;
-  const bool  runs = RunCapturing({ "--backend",
-                                    "cpu",
-                                    "--phantom-size",
-                                    "8",
-                                    "--output",
-                                    output,
-                                    "--patch-size",
-                                    "3",
-                                    "--patch-distance",
-                                    "1",
-                                    "--h",
-                                    "0.1",
-                                    "--sigma",
-                                    "0",
-                                    "--threads",
-                                    "2" },
-                                 out,
-                                 err) == EXIT_SUCCESS &&
+  const bool  runs = RunDenoiseProgramCapturing({ "--backend",
+                                                  "cpu",
+                                                  "--phantom-size",
+                                                  "8",
+                                                  "--output",
+                                                  output,
+                                                  "--patch-size",
+                                                  "3",
+                                                  "--patch-distance",
+                                                  "1",
+                                                  "--h",
+                                                  "0.1",
+                                                  "--sigma",
+                                                  "0",
+                                                  "--threads",
+                                                  "2" },
+                                               out,
+                                               err) == EXIT_SUCCESS &&
                     std::ifstream(output).good();
   std::cout << (runs ? "ok:   " : "FAIL: ") << "valid options run and write the output\n";
   return ok && runs ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -23,6 +23,7 @@
 // comes out short (a full disk) fails, leaving the previous file, and no partial one, in place.
 
 #include "CudaNonLocalMeansDenoiseProgram.h"
+#include "itkCudaNonLocalMeansTestUtilities.h"
 #include "itkImage.h"
 #include "itkImageFileReader.h"
 #include "itkImageFileWriter.h"
@@ -52,21 +53,6 @@ Expect(bool ok, const std::string & what)
   failures += ok ? 0 : 1;
 }
 
-/** Runs the program; returns its exit code and what it printed on each stream. */
-int
-Run(std::vector<std::string> arguments, std::string & out, std::string & err)
-{
-  std::ostringstream capturedOut, capturedErr;
-  std::streambuf *   savedOut = std::cout.rdbuf(capturedOut.rdbuf());
-  std::streambuf *   savedErr = std::cerr.rdbuf(capturedErr.rdbuf());
-  const int          status = RunDenoiseProgram(std::move(arguments));
-  std::cout.rdbuf(savedOut);
-  std::cerr.rdbuf(savedErr);
-  out = capturedOut.str();
-  err = capturedErr.str();
-  return status;
-}
-
 /** The program refused before computing, with `message` on standard error, and wrote nothing. */
 void
 ExpectRefusal(const std::vector<std::string> & arguments,
@@ -76,23 +62,10 @@ ExpectRefusal(const std::vector<std::string> & arguments,
 {
   std::remove(output.c_str());
   std::string out, err;
-  const int   status = Run(arguments, out, err);
+  const int   status = RunDenoiseProgramCapturing(arguments, out, err);
   Expect(status != EXIT_SUCCESS && err.find(message) != std::string::npos &&
            out.find("Backend:") == std::string::npos && !std::ifstream(output).good(),
          what + " -> " + err.substr(0, err.find('\n')));
-}
-
-std::string
-ReadFile(const std::string & path)
-{
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void
-WriteFile(const std::string & path, const std::string & contents)
-{
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
 }
 
 /** Names in `folder` that start with ".": the program's temporary files. */
@@ -132,18 +105,19 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
     return more;
   };
   std::string out, err;
-  Expect(Run(with({ "--phantom-size", "12", "--output", valid }), out, err) == EXIT_SUCCESS, "phantom written");
-  const std::string intact = ReadFile(valid);
+  Expect(RunDenoiseProgramCapturing(with({ "--phantom-size", "12", "--output", valid }), out, err) == EXIT_SUCCESS,
+         "phantom written");
+  const std::string intact = itk::nlm_test::ReadFile(valid);
 
   // Inputs that hold less data than their header declares.
-  WriteFile(folder + "/truncated.mha", intact.substr(0, intact.size() - 100));
+  itk::nlm_test::WriteFile(folder + "/truncated.mha", intact.substr(0, intact.size() - 100));
   ExpectRefusal(with({ "--input", folder + "/truncated.mha", "--output", output }),
                 output,
                 "is truncated",
                 "a truncated .mha input is refused");
   std::string bigger = intact;
   bigger.replace(bigger.find("DimSize = 12 12 12"), 18, "DimSize = 12 12 99");
-  WriteFile(folder + "/bigger.mha", bigger);
+  itk::nlm_test::WriteFile(folder + "/bigger.mha", bigger);
   ExpectRefusal(with({ "--input", folder + "/bigger.mha", "--output", output }),
                 output,
                 "declares 57024 bytes of pixel data but the file holds 6912",
@@ -161,14 +135,15 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
       *p = static_cast<short>(100 + (p - image->GetBufferPointer()) % 7);
     }
     itk::WriteImage(image, folder + "/short.nii");
-    std::string nifti = ReadFile(folder + "/short.nii");
+    std::string nifti = itk::nlm_test::ReadFile(folder + "/short.nii");
     const float slope = 2.0f;
     nifti.replace(112, sizeof(slope), reinterpret_cast<const char *>(&slope), sizeof(slope));
-    WriteFile(folder + "/scaled.nii", nifti);
+    itk::nlm_test::WriteFile(folder + "/scaled.nii", nifti);
     std::remove(output.c_str());
-    Expect(Run(with({ "--input", folder + "/scaled.nii", "--output", output, "--h", "2" }), out, err) == EXIT_SUCCESS,
+    Expect(RunDenoiseProgramCapturing(
+             with({ "--input", folder + "/scaled.nii", "--output", output, "--h", "2" }), out, err) == EXIT_SUCCESS,
            "a scaled int16 NIfTI input is accepted " + err.substr(0, err.find('\n')));
-    WriteFile(folder + "/truncated.nii", nifti.substr(0, nifti.size() - 10));
+    itk::nlm_test::WriteFile(folder + "/truncated.nii", nifti.substr(0, nifti.size() - 10));
     ExpectRefusal(with({ "--input", folder + "/truncated.nii", "--output", output }),
                   output,
                   "is truncated",
@@ -225,8 +200,9 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
     }
     itk::WriteImage(image, folder + "/in.png");
     const bool pngRuns =
-      Run(with({ "--input", folder + "/in.png", "--output", folder + "/out.png", "--h", "20" }), out, err) ==
-      EXIT_SUCCESS;
+      RunDenoiseProgramCapturing(with({ "--input", folder + "/in.png", "--output", folder + "/out.png", "--h", "20" }),
+                                 out,
+                                 err) == EXIT_SUCCESS;
     auto io =
       itk::ImageIOFactory::CreateImageIO((folder + "/out.png").c_str(), itk::ImageIOFactory::IOFileModeEnum::ReadMode);
     bool isByte = false;
@@ -238,9 +214,10 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
     }
     Expect(pngRuns && isByte, "uint8 PNG in gives a uint8 PNG out");
     const bool asDouble =
-      Run(with({ "--input", folder + "/in.png", "--output", output, "--output-type", "float64" }), out, err) ==
+      RunDenoiseProgramCapturing(
+        with({ "--input", folder + "/in.png", "--output", output, "--output-type", "float64" }), out, err) ==
         EXIT_SUCCESS &&
-      ReadFile(output).find("ElementType = MET_DOUBLE") != std::string::npos;
+      itk::nlm_test::ReadFile(output).find("ElementType = MET_DOUBLE") != std::string::npos;
     Expect(asDouble, "--output-type float64 writes float64");
   }
 
@@ -260,8 +237,10 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
     itk::WriteImage(image, folder + "/volume.mha");
     const std::string whole = folder + "/whole.mha", pieces = folder + "/pieces.mha";
     const bool        ran =
-      Run(with({ "--input", folder + "/volume.mha", "--output", whole }), out, err) == EXIT_SUCCESS &&
-      Run(with({ "--input", folder + "/volume.mha", "--output", pieces, "--stream-divisions", "5" }), out, err) ==
+      RunDenoiseProgramCapturing(with({ "--input", folder + "/volume.mha", "--output", whole }), out, err) ==
+        EXIT_SUCCESS &&
+      RunDenoiseProgramCapturing(
+        with({ "--input", folder + "/volume.mha", "--output", pieces, "--stream-divisions", "5" }), out, err) ==
         EXIT_SUCCESS;
     bool same = false;
     if (ran)
@@ -298,19 +277,19 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
   // A write that comes out short (the file size limit stands in for a full disk): the program fails,
   // the previous output stays, and no partial file is left.
   {
-    WriteFile(output, "the previous result");
+    itk::nlm_test::WriteFile(output, "the previous result");
     struct rlimit saved;
     getrlimit(RLIMIT_FSIZE, &saved);
     struct rlimit small = saved;
     small.rlim_cur = 20000;
     std::signal(SIGXFSZ, SIG_IGN);
     setrlimit(RLIMIT_FSIZE, &small);
-    const int status = Run(with({ "--phantom-size", "40", "--output", output }), out, err);
+    const int status = RunDenoiseProgramCapturing(with({ "--phantom-size", "40", "--output", output }), out, err);
     setrlimit(RLIMIT_FSIZE, &saved);
     std::signal(SIGXFSZ, SIG_DFL);
     Expect(status != EXIT_SUCCESS && err.find("is the disk full?") != std::string::npos,
            "a short write fails -> " + err.substr(0, err.find('\n')));
-    Expect(ReadFile(output) == "the previous result", "the previous output is left as it was");
+    Expect(itk::nlm_test::ReadFile(output) == "the previous result", "the previous output is left as it was");
     Expect(HiddenFiles(folder) == 0, "no partial file is left");
   }
   std::cout << (failures == 0 ? "Test passed." : "Test FAILED.") << "\n";

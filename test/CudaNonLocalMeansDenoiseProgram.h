@@ -21,7 +21,10 @@
 // The main job's program (examples/CudaNonLocalMeansDenoise.cxx, linked into the test driver), for
 // the tests that run it.
 
+#include <iostream>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 int
@@ -38,6 +41,21 @@ RunDenoiseProgram(std::vector<std::string> arguments)
     argv.push_back(&a[0]);
   }
   return CudaNonLocalMeansDenoise(static_cast<int>(argv.size()), argv.data());
+}
+
+/** Runs the program and returns its exit code, with what it printed on standard output and error. */
+inline int
+RunDenoiseProgramCapturing(std::vector<std::string> arguments, std::string & out, std::string & err)
+{
+  std::ostringstream capturedOut, capturedErr;
+  std::streambuf *   savedOut = std::cout.rdbuf(capturedOut.rdbuf());
+  std::streambuf *   savedErr = std::cerr.rdbuf(capturedErr.rdbuf());
+  const int          status = RunDenoiseProgram(std::move(arguments));
+  std::cout.rdbuf(savedOut);
+  std::cerr.rdbuf(savedErr);
+  out = capturedOut.str();
+  err = capturedErr.str();
+  return status;
 }
 
 #endif // CudaNonLocalMeansDenoiseProgram_h

@@ -34,14 +34,13 @@ CudaNonLocalMeansPhantomTest(int argc, char * argv[])
     std::cerr << "Usage: " << argv[0] << " output.mha" << std::endl;
     return EXIT_FAILURE;
   }
-  std::ostringstream captured;
-  std::streambuf *   previous = std::cout.rdbuf(captured.rdbuf());
-  const int          status = RunDenoiseProgram({ "--backend", "cpu", "--phantom-size", "24", "--output", argv[1] });
-  std::cout.rdbuf(previous);
-  std::cout << captured.str();
+  std::string out, err;
+  const int   status =
+    RunDenoiseProgramCapturing({ "--backend", "cpu", "--phantom-size", "24", "--output", argv[1] }, out, err);
+  std::cout << out << err;
   const std::regex  report(R"(RMS error against the clean phantom: noisy ([0-9.eE+-]+), denoised ([0-9.eE+-]+))");
   std::smatch       match;
-  const std::string text = captured.str();
+  const std::string text = out;
   if (status != EXIT_SUCCESS || !std::regex_search(text, match, report))
   {
     std::cerr << "The program failed (status " << status << ") or did not report the RMS errors." << std::endl;

@@ -606,15 +606,13 @@ TEST(CudaNonLocalMeansGPU, ACachedModuleTheDriverCannotLoadIsCompiledAgain)
   const auto other = itk::nlm::CompileKernel(*nvrtc, config, arch >= 90 ? 80 : 90); // another architecture
   ASSERT_FALSE(other.IsPTX);
   // The entry of `arch`, with the other architecture's image under a header that matches it.
-  std::ifstream     in(good.CachePath, std::ios::binary);
-  const std::string entry((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string entry = itk::nlm_test::ReadFile(good.CachePath);
   const std::size_t line = entry.rfind("\nC ", entry.size() - good.Image.size());
   ASSERT_NE(line, std::string::npos);
-  std::ofstream out(good.CachePath, std::ios::binary | std::ios::trunc);
-  out << entry.substr(0, line + 1) << "C " << other.Image.size() << ' '
-      << itk::nlm::HashHex(std::string(other.Image.begin(), other.Image.end())) << "\n";
-  out.write(other.Image.data(), static_cast<std::streamsize>(other.Image.size()));
-  out.close();
+  itk::nlm_test::WriteFile(good.CachePath,
+                           entry.substr(0, line + 1) + "C " + std::to_string(other.Image.size()) + ' ' +
+                             itk::nlm::HashHex(std::string(other.Image.begin(), other.Image.end())) + "\n" +
+                             std::string(other.Image.begin(), other.Image.end()));
 
   using FilterType = itk::CudaNonLocalMeansImageFilter<F2>;
   auto filter = FilterType::New();

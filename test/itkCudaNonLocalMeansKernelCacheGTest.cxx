@@ -22,6 +22,7 @@
 // created 0700 and files 0600. Needs NVRTC (no GPU); skipped without it.
 
 #include "itkNonLocalMeansKernelCache.h"
+#include "itkCudaNonLocalMeansTestUtilities.h"
 #include "itkNonLocalMeansKernelCompiler.h"
 #include "itkNonLocalMeansOverrides.h"
 #include "itkCudaDriver.h"
@@ -55,20 +56,6 @@ SmallConfiguration()
   c.Tile[3] = 1;
   c.ThreadCount = 32;
   return c;
-}
-
-std::string
-ReadFile(const std::string & path)
-{
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void
-WriteFile(const std::string & path, const std::string & contents)
-{
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << contents;
 }
 
 /** A fresh cache folder (not yet created) in force for the test's lifetime. */
@@ -134,26 +121,27 @@ TEST_F(KernelCacheTest, DamagedEntriesAreCompiledAgainAndReplaced)
 {
   const CompiledKernel reference = Compile();
   const std::string    path = reference.CachePath;
-  const std::string    intact = ReadFile(path);
+  const std::string    intact = itk::nlm_test::ReadFile(path);
   ASSERT_GT(intact.size(), 1000u);
   const std::vector<std::pair<std::string, std::function<void()>>> damages = {
-    { "truncated", [&] { WriteFile(path, intact.substr(0, intact.size() - 500)); } },
-    { "cut in the header", [&] { WriteFile(path, intact.substr(0, 60)); } },
-    { "empty", [&] { WriteFile(path, ""); } },
-    { "padded", [&] { WriteFile(path, intact + "garbage"); } },
+    { "truncated", [&] { itk::nlm_test::WriteFile(path, intact.substr(0, intact.size() - 500)); } },
+    { "cut in the header", [&] { itk::nlm_test::WriteFile(path, intact.substr(0, 60)); } },
+    { "empty", [&] { itk::nlm_test::WriteFile(path, ""); } },
+    { "padded", [&] { itk::nlm_test::WriteFile(path, intact + "garbage"); } },
     { "a flipped image byte",
       [&] {
         std::string                                                d = intact;
         d[d.size() - 300] ^= 0x5a;
-        WriteFile(path, d);
+        itk::nlm_test::WriteFile(path, d);
       } },
-    { "garbage", [&] { WriteFile(path, std::string(intact.size(), 'x')); } },
-    { "the previous format", [&] { WriteFile(path, "ITKCudaNonLocalMeans kernel cache 1\n" + intact.substr(36)); } },
+    { "garbage", [&] { itk::nlm_test::WriteFile(path, std::string(intact.size(), 'x')); } },
+    { "the previous format",
+      [&] { itk::nlm_test::WriteFile(path, "ITKCudaNonLocalMeans kernel cache 1\n" + intact.substr(36)); } },
     { "readable by others", [&] { ASSERT_EQ(chmod(path.c_str(), 0644), 0); } },
     { "a symbolic link to an intact copy",
       [&] {
         const std::string                                          elsewhere = m_Root + "/elsewhere.cubin";
-        WriteFile(elsewhere, intact);
+        itk::nlm_test::WriteFile(elsewhere, intact);
         chmod(elsewhere.c_str(), 0600);
         std::remove(path.c_str());
         ASSERT_EQ(symlink(elsewhere.c_str(), path.c_str()), 0);

@@ -29,8 +29,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,6 +131,21 @@ CountDifferences(const TImageA *                      a,
     }
   }
   return differing;
+}
+
+/** The bytes of a file ("" when it cannot be read). */
+inline std::string
+ReadFile(const std::string & path)
+{
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/** Replaces a file's bytes. */
+inline void
+WriteFile(const std::string & path, const std::string & contents)
+{
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
 }
 
 /** Progress events arrive in order and end at 1; AbortGenerateDataOn from a progress observer

@@ -96,32 +96,13 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     """
     patch_size, patch_distance, h, sigma = _parameters(patch_size, patch_distance, h, sigma, backend)
 
-    # Channel axis, as scikit-image's channel_as_last_axis decorator.
-    axis = None
-    if channel_axis is not None:
-        axes = channel_axis if isinstance(channel_axis, tuple) else (channel_axis,)
-        if len(axes) > 1:
-            raise ValueError("only a single channel axis is currently supported")
-        axis = axes[0]
-        if axis != -1:
-            image = np.moveaxis(image, axis, -1)
-    multichannel = channel_axis is not None
-    if not multichannel:
-        image = image[..., np.newaxis]  # TypeError for lists, as in scikit-image
+    image, axis = _channels_last(image, channel_axis, np)  # TypeError for lists, as in scikit-image
     ndim = image.ndim - 1
     _check_dimensions(ndim)
     image = _to_float(np.asarray(image), preserve_range)
-    _check_mode(ndim, multichannel, fast_mode, h, patch_distance)
+    _check_mode(ndim, axis is not None, fast_mode, h, patch_distance)
     result = _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend)
-
-    # Output shape, with scikit-image's squeeze (the slow 3D kernel alone does not squeeze it).
-    if ndim == 3 and not fast_mode:
-        result = result[..., 0]
-    else:
-        result = np.squeeze(result)
-    if multichannel and axis != -1:
-        result = np.moveaxis(result, -1, axis)
-    return result
+    return _output_shape(result, ndim, fast_mode, axis, np)
 
 
 def _parameters(patch_size, patch_distance, h, sigma, backend):
@@ -134,6 +115,25 @@ def _parameters(patch_size, patch_distance, h, sigma, backend):
     sigma * sigma  # TypeError for None, as in scikit-image, which uses only sigma * sigma
     sigma = abs(float(sigma))
     return max(patch_size, 1), patch_distance, h, sigma  # scikit-image treats 0 as 1; negative crash it
+
+
+def _channels_last(image, channel_axis, xp):
+    """The image with its channels on a last axis (added when there is none), as scikit-image's
+    channel_as_last_axis decorator, and the channel axis (None without one). `xp`: numpy or
+    dask.array."""
+    if channel_axis is None:
+        return image[..., np.newaxis], None
+    axes = channel_axis if isinstance(channel_axis, tuple) else (channel_axis,)
+    if len(axes) > 1:
+        raise ValueError("only a single channel axis is currently supported")
+    axis = axes[0]
+    return (image if axis == -1 else xp.moveaxis(image, axis, -1)), axis
+
+
+def _output_shape(result, ndim, fast_mode, axis, xp):
+    """scikit-image's output shape: squeezed (but the slow 3D kernel's), the channels moved back."""
+    result = result[..., 0] if ndim == 3 and not fast_mode else xp.squeeze(result)
+    return result if axis is None or axis == -1 else xp.moveaxis(result, -1, axis)
 
 
 def _check_dimensions(ndim):

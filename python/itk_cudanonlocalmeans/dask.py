@@ -16,13 +16,10 @@ kept in one chunk.
 
 import numpy as np
 
-from . import _check_dimensions, _check_mode, _denoise_channels_last, _parameters, _to_float
+from . import _channels_last, _check_dimensions, _check_mode, _denoise_channels_last, _output_shape, _parameters, \
+    _to_float
 
 __all__ = ["denoise_nl_means"]
-
-
-def _denoise_block(block, patch_size, patch_distance, h, fast_mode, sigma, backend):
-    return _denoise_channels_last(block, patch_size, patch_distance, h, fast_mode, sigma, backend)
 
 
 def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=True, sigma=0.0, *,
@@ -33,22 +30,11 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     import dask.array as da
 
     patch_size, patch_distance, h, sigma = _parameters(patch_size, patch_distance, h, sigma, backend)
-    image = da.asarray(image)
-    axis = None
-    if channel_axis is not None:
-        axes = channel_axis if isinstance(channel_axis, tuple) else (channel_axis,)
-        if len(axes) > 1:
-            raise ValueError("only a single channel axis is currently supported")
-        axis = axes[0]
-        if axis != -1:
-            image = da.moveaxis(image, axis, -1)
-    multichannel = channel_axis is not None
-    if not multichannel:
-        image = image[..., np.newaxis]
+    image, axis = _channels_last(da.asarray(image), channel_axis, da)
     ndim = image.ndim - 1
     _check_dimensions(ndim)
     float_dtype = _to_float(np.zeros((1,), image.dtype), preserve_range).dtype
-    _check_mode(ndim, multichannel, fast_mode, h, patch_distance)
+    _check_mode(ndim, axis is not None, fast_mode, h, patch_distance)
 
     # Elementwise conversion, then blocks with their halo; the channels stay together.
     image = image.map_blocks(_to_float, preserve_range, dtype=float_dtype)
@@ -56,15 +42,8 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     halo = (patch_size + 1 if patch_size % 2 == 0 else patch_size) // 2 + patch_distance + 1
     depth = {a: halo for a in range(ndim)}
     depth[ndim] = 0
-    result = image.map_overlap(_denoise_block, depth=depth, boundary="none", trim=True, dtype=float_dtype,
+    result = image.map_overlap(_denoise_channels_last, depth=depth, boundary="none", trim=True, dtype=float_dtype,
                                patch_size=patch_size, patch_distance=patch_distance, h=h, fast_mode=fast_mode,
                                sigma=sigma, backend=backend)
 
-    # The drop-in's output shape.
-    if ndim == 3 and not fast_mode:
-        result = result[..., 0]
-    else:
-        result = da.squeeze(result)
-    if multichannel and axis != -1:
-        result = da.moveaxis(result, -1, axis)
-    return result
+    return _output_shape(result, ndim, fast_mode, axis, da)
