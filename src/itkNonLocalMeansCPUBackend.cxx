@@ -18,8 +18,10 @@
 #include "itkNonLocalMeansCPUBackend.h"
 #include "itkNonLocalMeansNumerics.h"
 #include "itkNonLocalMeansInputChecks.h"
+#include "itkNonLocalMeansCPUKernels.h"
 #include "itkNonLocalMeansParallelFor.h"
 #include "itkNonLocalMeansProgress.h"
+#include "itkNonLocalMeansOverrides.h"
 
 #include "itkMultiThreaderBase.h"
 #include "itkProcessObject.h"
@@ -50,6 +52,9 @@ using Shift = std::array<int, MaxDim>;
 using ElementType = NonLocalMeansBackend::ElementType;
 using nlm::ParallelFor;
 
+namespace cpu = nlm::cpu;
+using nlm::GetOverrides;
+using nlm::Overrides;
 using nlm::ReportProgress;
 using nlm::ThrowIfAborted;
 
@@ -259,8 +264,13 @@ private:
 class FastModeSolver
 {
 public:
-  FastModeSolver(const NonLocalMeansBackend::Problem & p, const Layout & L)
+  FastModeSolver(const NonLocalMeansBackend::Problem & p,
+                 const Layout &                        L,
+                 const cpu::Kernels &                  kernels,
+                 long long                             chunkCells)
     : m_L(L)
+    , m_Kernels(kernels)
+    , m_ChunkCells(chunkCells)
     , m_S(NonLocalMeansBackend::EffectivePatchSize(p.PatchSize))
     , m_O(m_S / 2)
     , m_D(p.PatchDistance)
@@ -310,12 +320,15 @@ public:
   {
     const Layout & L = m_L;
     const Int      cells = L.OutputCells();
-    m_Y.resize(static_cast<size_t>(m_YSize[0] * m_YSize[1] * m_YSize[2] * m_YSize[3] * L.K));
+    // The kernels may read 2 * MaximumLanes cells beyond the padded input (cpu::RoundUp).
+    m_Y.resize(static_cast<size_t>((m_YSize[0] * m_YSize[1] * m_YSize[2] * m_YSize[3] + 2 * cpu::MaximumLanes) * L.K));
     GatherReflected<TIn, double>(p, L, m_YStart, m_YSize, m_Y.data(), threader, workUnits);
     m_WeightSum.assign(static_cast<size_t>(cells), 0.0);
     m_Result.assign(static_cast<size_t>(cells * L.K), 0.0);
 
-    const Int          target = std::min<Int>(Int{ 1 } << 16, std::max<Int>(1, cells / (2 * std::max(1u, workUnits))));
+    const Int          target = (m_ChunkCells > 0)
+                                  ? m_ChunkCells
+                                  : std::min<Int>(Int{ 1 } << 16, std::max<Int>(1, cells / (2 * std::max(1u, workUnits))));
     std::vector<Chunk> chunks = MakeChunks(L, target);
 
     // Shifts are processed in groups; between groups the calling thread reports progress and
@@ -391,7 +404,7 @@ private:
       x.Dlo[a] = (used && win > 0) ? x.Wlo[a] - m_O + 1 : x.Wlo[a];
       x.Dlen[a] = (used && win > 0) ? x.Wlen[a] + win - 1 : x.Wlen[a];
     }
-    x.B = StridesOf(x.Dlen);
+    x.B = StridesOf(Index4{ { cpu::RoundUp(x.Wlen[0], m_Kernels.Lanes), x.Dlen[1], x.Dlen[2], x.Dlen[3] } });
     return x;
   }
 
@@ -402,235 +415,72 @@ private:
     return m_L.K * (t[0] * m_YStride[0] + t[1] * m_YStride[1] + t[2] * m_YStride[2] + t[3] * m_YStride[3]);
   }
 
-  /** Weights of shift t over the chunk's W box (in `buffer`), then both terms of every cell. */
+  /** Weights of shift t over the chunk's W box (in `buffer`), then both terms of every cell: the
+   * job for the kernels of the chosen SIMD target. */
   void
   ProcessShift(const Chunk & c, const Shift & t, std::vector<double> & buffer)
   {
     const ShiftBoxes x = BoxesOf(c, t);
-    const size_t     need = static_cast<size_t>(x.Dlen[0] * x.Dlen[1] * x.Dlen[2] * x.Dlen[3]);
+    const int        lanes = m_Kernels.Lanes;
+    const Int        cellsOfD = x.B[3] * x.Dlen[3];
+    const Int        rowLength = cpu::RoundUp(cpu::RoundUp(x.Wlen[0], lanes) + m_S - 2, lanes);
+    const size_t     need = static_cast<size_t>(cellsOfD + rowLength + cpu::MaximumLanes); // + alignment
     if (buffer.size() < need)
     {
       buffer.resize(need);
     }
-    double *     w = buffer.data();
-    const double alpha = (t[0] == 0) ? 0.5 : 1.0;
-    if (m_S == 1)
+    const int     K = m_L.K;
+    cpu::ShiftJob job;
+    job.Dimension = m_L.n;
+    job.Components = K;
+    job.Window = m_S - 1;
+    job.Noise = m_Noise;
+    job.Norm = m_Norm;
+    job.InverseNorm = 1.0 / m_Norm;
+    job.Alpha = (t[0] == 0) ? 0.5 : 1.0;
+    job.TargetFirst = nlm::IsLexicographicallyPositive(t.data(), m_L.n);
+    for (unsigned int a = 0; a < MaxDim; ++a)
     {
-      // Patch size 1: the box is empty, every raw distance is +0.0.
-      std::fill(w, w + need, nlm::FastModeWeight(0.0, m_Norm, alpha));
+      job.DSize[a] = x.Dlen[a];
+      job.WSize[a] = x.Wlen[a];
+      job.Stride[a] = x.B[a];
+      job.YStride[a] = K * m_YStride[a];
+      job.ChunkSize[a] = c.hi[a] - c.lo[a];
+      job.OutputStride[a] = m_OutStride[a];
     }
-    else
-    {
-      PatchTerms(x, t, w);
-      BoxSums(x, w);
-      Weights(x, alpha, w);
-    }
-    Gather(c, t, x, w);
+    // Rows of whole vectors start on 64-byte boundaries (Stride[1] is a multiple of the lanes).
+    const auto misalignment = reinterpret_cast<std::uintptr_t>(buffer.data()) % 64;
+    job.Weights = buffer.data() + (misalignment == 0 ? 0 : (64 - misalignment) / sizeof(double));
+    job.Row = job.Weights + cellsOfD;
+    job.YAtD = m_Y.data() + K * YOffset(x.Dlo[0], x.Dlo[1], x.Dlo[2], x.Dlo[3]);
+    job.ShiftOffset = ShiftOffset(t);
+    job.CentreWeight = (c.lo[0] - x.Wlo[0]) + (c.lo[1] - x.Wlo[1]) * x.B[1] + (c.lo[2] - x.Wlo[2]) * x.B[2] +
+                       (c.lo[3] - x.Wlo[3]) * x.B[3];
+    job.TargetWeightOffset = -(t[0] * x.B[0] + t[1] * x.B[1] + t[2] * x.B[2] + t[3] * x.B[3]);
+    job.YAtChunk = m_Y.data() + K * YOffset(c.lo[0], c.lo[1], c.lo[2], c.lo[3]);
+    const Int o = c.lo[0] + c.lo[1] * m_OutStride[1] + c.lo[2] * m_OutStride[2] + c.lo[3] * m_OutStride[3];
+    job.WeightSum = m_WeightSum.data() + o;
+    job.Result = m_Result.data() + K * o;
+    m_Kernels.ProcessShift(job);
   }
 
-  /** 1. D(y) = sum_k (Y_k(y) - Y_k(y+t))^2 - noise over the D box. */
-  void
-  PatchTerms(const ShiftBoxes & x, const Shift & t, double * w) const
-  {
-    const int      K = m_L.K;
-    const Index4 & Dlo = x.Dlo;
-    const Index4 & Dlen = x.Dlen;
-    const Index4 & B = x.B;
-    const Int      tOff = ShiftOffset(t);
-    for (Int i3 = 0; i3 < Dlen[3]; ++i3)
-    {
-      for (Int i2 = 0; i2 < Dlen[2]; ++i2)
-      {
-        for (Int i1 = 0; i1 < Dlen[1]; ++i1)
-        {
-          const double * y = m_Y.data() + K * YOffset(Dlo[0], Dlo[1] + i1, Dlo[2] + i2, Dlo[3] + i3);
-          const double * yt = y + tOff;
-          double *       d = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
-          if (K == 1)
-          {
-            for (Int i0 = 0; i0 < Dlen[0]; ++i0)
-            {
-              const double diff = y[i0] - yt[i0];
-              d[i0] = diff * diff - m_Noise;
-            }
-          }
-          else
-          {
-            for (Int i0 = 0; i0 < Dlen[0]; ++i0)
-            {
-              double acc = 0.0;
-              for (int k = 0; k < K; ++k)
-              {
-                const double diff = y[K * i0 + k] - yt[K * i0 + k];
-                acc = acc + diff * diff;
-              }
-              d[i0] = acc - m_Noise;
-            }
-          }
-        }
-      }
-    }
-  }
-
-  /** 2. In-place window sums, axis 0 first, each over `win` samples left to right. */
-  void
-  BoxSums(const ShiftBoxes & x, double * w) const
-  {
-    const int      n = m_L.n;
-    const int      win = m_S - 1;
-    const Index4 & Wlen = x.Wlen;
-    const Index4 & B = x.B;
-    Index4         extent = x.Dlen;
-    for (int a = 0; a < n; ++a)
-    {
-      extent[a] = Wlen[a];
-      const Int step = B[a];
-      for (Int i3 = 0; i3 < extent[3]; ++i3)
-      {
-        for (Int i2 = 0; i2 < extent[2]; ++i2)
-        {
-          for (Int i1 = 0; i1 < extent[1]; ++i1)
-          {
-            double * row = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
-            if (a == 0)
-            {
-              for (Int i0 = 0; i0 < extent[0]; ++i0)
-              {
-                double acc = row[i0];
-                for (int j = 1; j < win; ++j)
-                {
-                  acc = acc + row[i0 + j];
-                }
-                row[i0] = acc;
-              }
-            }
-            else
-            {
-              for (int j = 1; j < win; ++j)
-              {
-                const double * next = row + j * step;
-                for (Int i0 = 0; i0 < extent[0]; ++i0)
-                {
-                  row[i0] = row[i0] + next[i0];
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-
-  /** 3. Weights over the W box, in place. */
-  void
-  Weights(const ShiftBoxes & x, double alpha, double * w) const
-  {
-    const Index4 & Wlen = x.Wlen;
-    const Index4 & B = x.B;
-    for (Int i3 = 0; i3 < Wlen[3]; ++i3)
-    {
-      for (Int i2 = 0; i2 < Wlen[2]; ++i2)
-      {
-        for (Int i1 = 0; i1 < Wlen[1]; ++i1)
-        {
-          double * row = w + i1 * B[1] + i2 * B[2] + i3 * B[3];
-          for (Int i0 = 0; i0 < Wlen[0]; ++i0)
-          {
-            row[i0] = nlm::FastModeWeight(row[i0], m_Norm, alpha);
-          }
-        }
-      }
-    }
-  }
-
-  /** 4. Gather: centre term w(x,t)*Y(x+t) and target term w(x-t,t)*Y(x-t), in the contract's order. */
-  void
-  Gather(const Chunk & c, const Shift & t, const ShiftBoxes & x, const double * w)
-  {
-    const int      K = m_L.K;
-    const Index4 & Wlo = x.Wlo;
-    const Index4 & B = x.B;
-    const bool     targetFirst = nlm::IsLexicographicallyPositive(t.data(), m_L.n);
-    const Int      tOff = ShiftOffset(t);
-    const Int      wtOff = -(t[0] * B[0] + t[1] * B[1] + t[2] * B[2] + t[3] * B[3]);
-    const Int      len0 = c.hi[0] - c.lo[0];
-    for (Int x3 = c.lo[3]; x3 < c.hi[3]; ++x3)
-    {
-      for (Int x2 = c.lo[2]; x2 < c.hi[2]; ++x2)
-      {
-        for (Int x1 = c.lo[1]; x1 < c.hi[1]; ++x1)
-        {
-          const double * wc =
-            w + (c.lo[0] - Wlo[0]) + (x1 - Wlo[1]) * B[1] + (x2 - Wlo[2]) * B[2] + (x3 - Wlo[3]) * B[3];
-          const double * wt = wc + wtOff;
-          const double * y = m_Y.data() + K * YOffset(c.lo[0], x1, x2, x3);
-          const double * yc = y + tOff;
-          const double * yt = y - tOff;
-          const Int      o = c.lo[0] + x1 * m_OutStride[1] + x2 * m_OutStride[2] + x3 * m_OutStride[3];
-          double *       ws = m_WeightSum.data() + o;
-          double *       rs = m_Result.data() + K * o;
-          if (targetFirst)
-          {
-            Accumulate(len0, K, wt, yt, wc, yc, ws, rs);
-          }
-          else
-          {
-            Accumulate(len0, K, wc, yc, wt, yt, ws, rs);
-          }
-        }
-      }
-    }
-  }
-
-  /** ws += wa; ws += wb; rs_k += wa*ya_k; rs_k += wb*yb_k for a row of cells. */
-  static void
-  Accumulate(Int            len,
-             int            K,
-             const double * wa,
-             const double * ya,
-             const double * wb,
-             const double * yb,
-             double *       ws,
-             double *       rs)
-  {
-    for (Int i = 0; i < len; ++i)
-    {
-      ws[i] = (ws[i] + wa[i]) + wb[i];
-    }
-    if (K == 1)
-    {
-      for (Int i = 0; i < len; ++i)
-      {
-        rs[i] = (rs[i] + wa[i] * ya[i]) + wb[i] * yb[i];
-      }
-    }
-    else
-    {
-      for (Int i = 0; i < len; ++i)
-      {
-        for (int k = 0; k < K; ++k)
-        {
-          rs[K * i + k] = (rs[K * i + k] + wa[i] * ya[K * i + k]) + wb[i] * yb[K * i + k];
-        }
-      }
-    }
-  }
-
-  const Layout &      m_L;
-  int                 m_S;
-  int                 m_O;
-  int                 m_D;
-  double              m_Noise{ 0.0 };
-  double              m_Norm{ 1.0 };
-  Index4              m_E{};
-  Index4              m_YStart{};
-  Index4              m_YSize{};
-  Index4              m_YStride{};
-  Index4              m_OutStride{};
-  std::vector<Shift>  m_Shifts;
-  std::vector<double> m_Y;
-  std::vector<double> m_WeightSum;
-  std::vector<double> m_Result;
+  const Layout &       m_L;
+  const cpu::Kernels & m_Kernels;
+  long long            m_ChunkCells;
+  int                  m_S;
+  int                  m_O;
+  int                  m_D;
+  double               m_Noise{ 0.0 };
+  double               m_Norm{ 1.0 };
+  Index4               m_E{};
+  Index4               m_YStart{};
+  Index4               m_YSize{};
+  Index4               m_YStride{};
+  Index4               m_OutStride{};
+  std::vector<Shift>   m_Shifts;
+  std::vector<double>  m_Y;
+  std::vector<double>  m_WeightSum;
+  std::vector<double>  m_Result;
 };
 
 // ----------------------------------------------------------------------------------------------
@@ -968,10 +818,29 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
     return;
   }
   VerifyMemoryFits(problem);
+  const Overrides overrides = GetOverrides();
+  if (!overrides.CPUInvalid.empty())
+  {
+    itkGenericExceptionMacro("The CPU backend cannot run: " << overrides.CPUInvalid << ".");
+  }
+  const cpu::Kernels & kernels = cpu::SelectKernels(overrides.CPUInstructionSet);
+  m_LastStatistics = RunStatistics{};
+  m_LastStatistics.Device = "CPU";
+  std::ostringstream configuration;
+  if (problem.FastMode)
+  {
+    configuration << "fast mode, " << kernels.Name << " (" << kernels.Lanes << " lanes), ";
+  }
+  else
+  {
+    configuration << "classic mode, ";
+  }
+  configuration << numberOfWorkUnits << " work units";
+  m_LastStatistics.Configuration = configuration.str();
   ReportProgress(caller, 0.0);
   if (problem.FastMode)
   {
-    FastModeSolver solver(problem, L);
+    FastModeSolver solver(problem, L, kernels, overrides.CPUChunkCells);
     if (problem.InputType == ElementType::Float32)
     {
       solver.Solve<float>(problem, caller, threader, numberOfWorkUnits);

@@ -58,9 +58,19 @@ public:
       MultiThreaderBase * threader,
       unsigned int        numberOfWorkUnits) override;
 
+  /** Device "CPU"; Configuration names the mode, the SIMD target and the work units. */
+  RunStatistics
+  GetLastRunStatistics() const override
+  {
+    return m_LastStatistics;
+  }
+
 protected:
   NonLocalMeansCPUBackend() = default;
   ~NonLocalMeansCPUBackend() override = default;
+
+private:
+  RunStatistics m_LastStatistics;
 };
 
 } // end namespace itk

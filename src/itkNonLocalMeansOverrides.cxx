@@ -84,13 +84,20 @@ ParsePositiveList(const std::string & text, std::vector<int> & values)
   return !values.empty();
 }
 
+/** Records the first refused variable in `why` (Overrides::Invalid or Overrides::CPUInvalid). */
+void
+Refuse(std::string & why, const char * variable, const std::string & value, const char * expected)
+{
+  if (why.empty())
+  {
+    why = std::string(variable) + " is \"" + value + "\"; set it to " + expected + " or unset it";
+  }
+}
+
 void
 Refuse(Overrides & o, const char * variable, const std::string & value, const char * expected)
 {
-  if (o.Invalid.empty())
-  {
-    o.Invalid = std::string(variable) + " is \"" + value + "\"; set it to " + expected + " or unset it";
-  }
+  Refuse(o.Invalid, variable, value, expected);
 }
 
 std::string
@@ -205,6 +212,12 @@ ReadTuningSeams(Overrides & o)
   {
     o.TileShape.push_back(1);
   }
+  const std::string cpuChunk = Variable("CUDANONLOCALMEANS_CPU_CHUNK");
+  if (!cpuChunk.empty() && !ParseInteger(cpuChunk, 1, 1LL << 40, o.CPUChunkCells))
+  {
+    Refuse(o.CPUInvalid, "CUDANONLOCALMEANS_CPU_CHUNK", cpuChunk, "a number of output cells of at least 1");
+  }
+  o.CPUInstructionSet = Variable("CUDANONLOCALMEANS_CPU_SIMD"); // checked where it is used
   const std::string list = Variable("CUDANONLOCALMEANS_LIST_CONFIGURATIONS");
   o.ListConfigurations = !list.empty() && list != "0";
 }

@@ -54,7 +54,14 @@ struct Overrides
    * cache key), e.g. "-Xptxas=-v -lineinfo". */
   std::vector<std::string> NvrtcOptions;
 
+  /** CUDANONLOCALMEANS_CPU_SIMD: the CPU backend's SIMD target (avx512, avx2, sse2, neon, scalar;
+   * "" or auto: the best one this CPU runs). All give bitwise the same output. */
+  std::string CPUInstructionSet;
+
   // Seams for tests and tuning; the defaults are the planner's choice.
+  /** CUDANONLOCALMEANS_CPU_CHUNK: output cells per chunk of the CPU backend's fast mode (0: its
+   * choice). */
+  long long CPUChunkCells{ 0 };
   /** CUDANONLOCALMEANS_STAGING_CHUNK: bytes per staged copy (64 or more; 0: 16 MiB). */
   std::size_t StagingChunkBytes{ 0 };
   /** CUDANONLOCALMEANS_CHUNK_TILES: tiles per kernel launch (0: the planner's choice). */
@@ -71,6 +78,8 @@ struct Overrides
   /** Why a variable above was refused ("" when all are valid), naming the variable and the
    * value to use; the CUDA backend then refuses to run (Backend Auto computes on the CPU). */
   std::string Invalid;
+  /** The same for the CPU backend's variables; the CPU backend then throws this message. */
+  std::string CPUInvalid;
 };
 
 /** Parses the environment now (what GetOverrides returns unless a test replaced it). */

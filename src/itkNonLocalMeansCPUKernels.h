@@ -1,0 +1,122 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+#ifndef itkNonLocalMeansCPUKernels_h
+#define itkNonLocalMeansCPUKernels_h
+
+// The inner loops of the CPU backend's fast mode (doc/numerical-contract.md, section 2), compiled
+// once per SIMD target (itkNonLocalMeansCPUKernels.hxx) and chosen at run time for the CPU that
+// runs them. The lanes of a vector are neighbouring output voxels along axis 0, never terms of one
+// sum, so every target computes bitwise the same numbers as the scalar one. Private to the library.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace itk
+{
+namespace nlm
+{
+namespace cpu
+{
+
+/** The most doubles in a vector of any target. */
+constexpr int MaximumLanes = 8;
+
+/** n rounded up to a multiple of lanes. The kernels compute whole vectors along axis 0: the rows of
+ * the weight buffer hold RoundUp(WSize[0], Lanes) values (Stride[1] at least that), the scratch row
+ * RoundUp(RoundUp(WSize[0], Lanes) + Window - 1, Lanes), and the padded input is followed by
+ * 2 * MaximumLanes cells that may be read (their values never reach an output). */
+inline std::int64_t
+RoundUp(std::int64_t n, int lanes)
+{
+  return (n + lanes - 1) / lanes * lanes;
+}
+
+/** Everything the kernels need for one chunk of output cells and one shift t: pointers into the
+ * solver's buffers and the extents of the boxes (axis 0 first; unused axes have extent 1). */
+struct ShiftJob
+{
+  int    Dimension{ 2 };
+  int    Components{ 1 };
+  int    Window{ 0 }; // samples per axis of the patch box, PatchSize - 1 (0: PatchSize 1)
+  double Noise{ 0.0 };
+  double Norm{ 1.0 };
+  double InverseNorm{ 1.0 }; // 1.0 / Norm, rounded
+  double Alpha{ 1.0 };
+  bool   TargetFirst{ false }; // t is lexicographically positive: the target term is added first
+
+  // D box (patch terms) and W box (weights) of the shift; W's cells are D's first cells on every
+  // axis. The weight buffer is dense over D with strides Stride (cells).
+  std::int64_t DSize[4]{ 1, 1, 1, 1 };
+  std::int64_t WSize[4]{ 1, 1, 1, 1 };
+  std::int64_t Stride[4]{ 1, 1, 1, 1 };
+  double *     Weights{ nullptr };
+  double *     Row{ nullptr }; // scratch row (RoundUp above)
+
+  // The padded input Y (values, K per cell): its strides, Y at the D box's first cell, the shift.
+  std::int64_t   YStride[4]{ 1, 1, 1, 1 };
+  const double * YAtD{ nullptr };
+  std::int64_t   ShiftOffset{ 0 };
+
+  // The chunk: its extents, the weight of its first cell (offset into Weights), the offset from a
+  // cell's weight w(x, t) to w(x - t, t), Y at its first cell, and its accumulators.
+  std::int64_t   ChunkSize[4]{ 1, 1, 1, 1 };
+  std::int64_t   CentreWeight{ 0 };
+  std::int64_t   TargetWeightOffset{ 0 };
+  const double * YAtChunk{ nullptr };
+  std::int64_t   OutputStride[4]{ 1, 1, 1, 1 };
+  double *       WeightSum{ nullptr };
+  double *       Result{ nullptr };
+};
+
+/** One SIMD target's kernels. */
+struct Kernels
+{
+  const char * Name;
+  int          Lanes;
+  /** The weights of the job's shift over its W box, then both terms of every cell of its chunk. */
+  void (*ProcessShift)(const ShiftJob & job);
+  /** out[i] = nlm::FastModeWeight(raw[i], norm, alpha) for i < count (what ProcessShift uses). */
+  void (*Weights)(const double * raw, std::int64_t count, double norm, double alpha, double * out);
+};
+
+/** The targets this build has and this CPU can run, best first; "scalar" is always last. */
+std::vector<const Kernels *>
+AvailableKernels();
+
+/** The kernels to use: the best target when `request` is "" or "auto", else the named one.
+ * Throws ExceptionObject naming CUDANONLOCALMEANS_CPU_SIMD and the available targets when this
+ * build or this CPU has no such target. */
+const Kernels &
+SelectKernels(const std::string & request);
+
+// One getter per target, defined in the target's translation unit (null when it was not built).
+const Kernels *
+ScalarKernels();
+const Kernels *
+BaselineKernels();
+const Kernels *
+AVX2Kernels();
+const Kernels *
+AVX512Kernels();
+
+} // namespace cpu
+} // namespace nlm
+} // namespace itk
+
+#endif

@@ -1,0 +1,352 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+// The body of the CPU fast-mode kernels (itkNonLocalMeansCPUKernels.h), included once per SIMD
+// target by a translation unit that defines
+//   NLM_LANES        doubles per vector (1: plain scalar code),
+//   NLM_TARGET       the target's name as a string,
+//   NLM_NAMESPACE    a namespace for its code (one per target),
+//   NLM_KERNELS_GETTER the name of the getter it defines (e.g. AVX2Kernels),
+// and compiles it with that target's instruction set (and -ffp-contract=off, as the whole library).
+// Lanes are neighbouring cells along axis 0; every lane computes its own sums in the contract's
+// order, so each target's output is bitwise the scalar one. Everything but the getter has internal
+// linkage, so that no function compiled for a wider instruction set can be picked by the linker for
+// another translation unit.
+
+#include "itkNonLocalMeansCPUKernels.h"
+
+#if NLM_LANES == 1
+#  include "itkNonLocalMeansNumerics.h"
+#endif
+
+namespace itk
+{
+namespace nlm
+{
+namespace cpu
+{
+namespace NLM_NAMESPACE
+{
+namespace
+{
+using Int = std::int64_t;
+constexpr int Lanes = NLM_LANES;
+
+#if NLM_LANES == 1
+using V = double;
+
+inline V
+Splat(double x)
+{
+  return x;
+}
+
+inline V
+Load(const double * p)
+{
+  return *p;
+}
+
+inline void
+Store(double * p, V v)
+{
+  *p = v;
+}
+
+inline V
+Weight(V raw, double norm, double alpha)
+{
+  return FastModeWeight(raw, norm, alpha);
+}
+#else
+typedef double        V __attribute__((vector_size(8 * NLM_LANES)));
+typedef std::uint64_t VU64 __attribute__((vector_size(8 * NLM_LANES)));
+typedef std::int32_t  VI32 __attribute__((vector_size(4 * NLM_LANES)));
+typedef std::uint32_t VU32 __attribute__((vector_size(4 * NLM_LANES)));
+
+inline V
+Splat(double x)
+{
+  return x - V{}; // x - (+0.0) is x for every x, -0.0 and NaN included
+}
+
+/** Lanes doubles at p (no alignment needed). */
+inline V
+Load(const double * p)
+{
+  V v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void
+Store(double * p, V v)
+{
+  __builtin_memcpy(p, &v, sizeof(v));
+}
+
+/** a where mask is set, else b. */
+inline V
+Select(VU64 mask, V a, V b)
+{
+  return (V)((mask & (VU64)a) | (~mask & (VU64)b));
+}
+
+/** nlm::FastModeWeight on every lane, bit for bit (doc/numerical-contract.md, section 3b):
+ * dist = CythonMax(raw, 0) / norm and the cutoff as written; the truncation of p = kExpA * -dist
+ * toward zero is ceil(p) (p <= 0), taken as the nearest integer (adding and subtracting 1.5 * 2^52,
+ * exact for |p| < 2^51) plus one where that is below p; c + kExpBC + 1.5 * 2^52 then holds
+ * c + kExpBC in the low 32 bits of its representation, which a 64-bit shift moves to the high
+ * word. alpha = 0.5 is a decrement of the exponent field (fe's values are normal numbers). Lanes
+ * beyond the cutoff compute garbage (no integer conversion is involved) and are then set to 0. */
+inline V
+Weight(V raw, double norm, double alpha)
+{
+  const V      zero = Splat(0.0);
+  const V      dist = Select((VU64)(zero > raw), zero, raw) / Splat(norm);
+  const V      p = Splat(1512775.3951951856938) * (-dist);
+  const double magic = 6755399441055744.0; // 1.5 * 2^52
+  const V      nearest = (p + Splat(magic)) - Splat(magic);
+  const V      c = Select((VU64)(nearest < p), nearest + Splat(1.0), nearest);
+  const double offset = magic + 1072632447.0 - (alpha == 0.5 ? 1048576.0 : 0.0); // 2^20: exponent - 1
+  const V      fe = (V)(((VU64)(c + Splat(offset))) << 32);
+  return Select((VU64)(dist > Splat(5.0)), zero, fe);
+}
+#endif
+
+/** p[0] + p[step] + ... + p[(window - 1) step], left to right, on each lane. */
+inline V
+WindowSum(const double * p, Int step, int window)
+{
+  V acc = Load(p);
+  for (int s = 1; s < window; ++s)
+  {
+    acc = acc + Load(p + s * step);
+  }
+  return acc;
+}
+
+/** Calls body(offset of the row in a box with strides `stride`, row coordinates) for every row. */
+template <typename TBody>
+inline void
+ForRows(const Int * size, const Int * stride, TBody && body)
+{
+  for (Int i3 = 0; i3 < size[3]; ++i3)
+  {
+    for (Int i2 = 0; i2 < size[2]; ++i2)
+    {
+      for (Int i1 = 0; i1 < size[1]; ++i1)
+      {
+        body(i1 * stride[1] + i2 * stride[2] + i3 * stride[3], i1, i2, i3);
+      }
+    }
+  }
+}
+
+/** 1. For every row of the D box: D(y) = sum_k (Y_k(y) - Y_k(y + t))^2 - noise into job.Row, then
+ * its window sums along axis 0 into the weight buffer. Whole vectors: the padding lanes compute
+ * values that are never used. */
+void
+PatchTermsAndRowSums(const ShiftJob & j)
+{
+  const int K = j.Components;
+  const Int w0 = RoundUp(j.WSize[0], Lanes);
+  const Int n0 = RoundUp(w0 + j.Window - 1, Lanes);
+  const V   noise = Splat(j.Noise);
+  double *  row = j.Row;
+  ForRows(j.DSize, j.Stride, [&](Int out, Int i1, Int i2, Int i3) {
+    const double * y = j.YAtD + i1 * j.YStride[1] + i2 * j.YStride[2] + i3 * j.YStride[3];
+    const double * yt = y + j.ShiftOffset;
+    if (K == 1)
+    {
+      for (Int i = 0; i < n0; i += Lanes)
+      {
+        const V diff = Load(y + i) - Load(yt + i);
+        Store(row + i, diff * diff - noise);
+      }
+    }
+    else
+    {
+      for (Int i = 0; i < n0; ++i)
+      {
+        double acc = 0.0;
+        for (int k = 0; k < K; ++k)
+        {
+          const double diff = y[K * i + k] - yt[K * i + k];
+          acc = acc + diff * diff;
+        }
+        row[i] = acc - j.Noise;
+      }
+    }
+    double * w = j.Weights + out;
+    for (Int i = 0; i < w0; i += Lanes)
+    {
+      Store(w + i, WindowSum(row + i, 1, j.Window));
+    }
+  });
+}
+
+/** 2. Window sums along axes 1 .. n-1 in place, each left to right; the last axis's sums become
+ * the weights. */
+void
+BoxSumsAndWeights(const ShiftJob & j)
+{
+  Int extent[4] = { RoundUp(j.WSize[0], Lanes), j.DSize[1], j.DSize[2], j.DSize[3] };
+  for (int a = 1; a < j.Dimension; ++a)
+  {
+    extent[a] = j.WSize[a];
+    const Int  step = j.Stride[a];
+    const bool last = (a == j.Dimension - 1);
+    ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
+      double * row = j.Weights + offset;
+      if (last)
+      {
+        for (Int i = 0; i < extent[0]; i += Lanes)
+        {
+          Store(row + i, Weight(WindowSum(row + i, step, j.Window), j.Norm, j.Alpha));
+        }
+      }
+      else
+      {
+        for (Int i = 0; i < extent[0]; i += Lanes)
+        {
+          Store(row + i, WindowSum(row + i, step, j.Window));
+        }
+      }
+    });
+  }
+}
+
+/** PatchSize 1: the box is empty, every raw distance is +0.0. */
+void
+ConstantWeights(const ShiftJob & j)
+{
+  const V   w = Weight(Splat(0.0), j.Norm, j.Alpha);
+  const Int w0 = RoundUp(j.WSize[0], Lanes);
+  ForRows(j.WSize, j.Stride, [&](Int offset, Int, Int, Int) {
+    for (Int i = 0; i < w0; i += Lanes)
+    {
+      Store(j.Weights + offset + i, w);
+    }
+  });
+}
+
+/** 3. Both terms of every cell of the chunk, in the contract's order: W += a.w; W += b.w;
+ * R_k += a.w * a.Y_k; R_k += b.w * b.Y_k, where a is the target term when TargetFirst. */
+void
+Gather(const ShiftJob & j)
+{
+  const int K = j.Components;
+  ForRows(j.ChunkSize, j.Stride, [&](Int offset, Int i1, Int i2, Int i3) {
+    const double * wc = j.Weights + j.CentreWeight + offset;
+    const double * wt = wc + j.TargetWeightOffset;
+    const double * y = j.YAtChunk + i1 * j.YStride[1] + i2 * j.YStride[2] + i3 * j.YStride[3];
+    const double * yc = y + j.ShiftOffset;
+    const double * yt = y - j.ShiftOffset;
+    const Int      o = i1 * j.OutputStride[1] + i2 * j.OutputStride[2] + i3 * j.OutputStride[3];
+    double *       ws = j.WeightSum + o;
+    double *       rs = j.Result + K * o;
+    const double * wa = j.TargetFirst ? wt : wc;
+    const double * ya = j.TargetFirst ? yt : yc;
+    const double * wb = j.TargetFirst ? wc : wt;
+    const double * yb = j.TargetFirst ? yc : yt;
+    const Int      n = j.ChunkSize[0];
+    const Int      full = n / Lanes * Lanes;
+    if (K == 1)
+    {
+      for (Int i = 0; i < full; i += Lanes)
+      {
+        const V a = Load(wa + i);
+        const V b = Load(wb + i);
+        Store(ws + i, (Load(ws + i) + a) + b);
+        Store(rs + i, (Load(rs + i) + a * Load(ya + i)) + b * Load(yb + i));
+      }
+    }
+    else
+    {
+      for (Int i = 0; i < full; i += Lanes)
+      {
+        Store(ws + i, (Load(ws + i) + Load(wa + i)) + Load(wb + i));
+      }
+    }
+    // The rest of the row, and every channel when K > 1, lane by lane (the same arithmetic).
+    for (Int i = full; i < n; ++i)
+    {
+      ws[i] = (ws[i] + wa[i]) + wb[i];
+    }
+    for (Int i = (K == 1) ? full : 0; i < n; ++i)
+    {
+      for (int k = 0; k < K; ++k)
+      {
+        rs[K * i + k] = (rs[K * i + k] + wa[i] * ya[K * i + k]) + wb[i] * yb[K * i + k];
+      }
+    }
+  });
+}
+
+void
+ProcessShift(const ShiftJob & j)
+{
+  if (j.Window == 0)
+  {
+    ConstantWeights(j);
+  }
+  else
+  {
+    PatchTermsAndRowSums(j);
+    BoxSumsAndWeights(j);
+  }
+  Gather(j);
+}
+
+void
+Weights(const double * raw, Int count, double norm, double alpha, double * out)
+{
+  Int i = 0;
+  for (; i + Lanes <= count; i += Lanes)
+  {
+    Store(out + i, Weight(Load(raw + i), norm, alpha));
+  }
+  if (i < count) // the last values through a whole vector
+  {
+    double in[Lanes] = {};
+    double result[Lanes];
+    for (Int k = i; k < count; ++k)
+    {
+      in[k - i] = raw[k];
+    }
+    Store(result, Weight(Load(in), norm, alpha));
+    for (Int k = i; k < count; ++k)
+    {
+      out[k] = result[k - i];
+    }
+  }
+}
+
+const Kernels kKernels{ NLM_TARGET, NLM_LANES, &ProcessShift, &Weights };
+} // namespace
+} // namespace NLM_NAMESPACE
+
+const Kernels *
+NLM_KERNELS_GETTER()
+{
+  return &NLM_NAMESPACE::kKernels;
+}
+
+} // namespace cpu
+} // namespace nlm
+} // namespace itk

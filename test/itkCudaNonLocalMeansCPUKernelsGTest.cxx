@@ -1,0 +1,396 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// The CPU backend's SIMD targets (src/itkNonLocalMeansCPUKernels.h): each target this machine runs
+// is forced in turn, and its output is compared bit for bit with the numerical contract's direct
+// sums, written here from doc/numerical-contract.md section 2 without any of the backend's code;
+// its vector weights with nlm::FastModeWeight on random and adversarial distances.
+
+#include "itkCudaNonLocalMeansImageFilter.h"
+#include "itkCudaNonLocalMeansTestUtilities.h"
+#include "itkNonLocalMeansCPUKernels.h"
+#include "itkNonLocalMeansNumerics.h"
+#include "itkNonLocalMeansOverrides.h"
+#include "itkGTest.h"
+#include "itkImageRegionConstIteratorWithIndex.h"
+#include "itkVectorImage.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace
+{
+using itk::nlm::Overrides;
+
+/** Sets the overrides for the lifetime of the object (the environment's afterwards). */
+class ScopedOverrides
+{
+public:
+  explicit ScopedOverrides(const Overrides & o) { itk::nlm::SetOverrides(o); }
+  ~ScopedOverrides() { itk::nlm::SetOverrides(itk::nlm::ReadOverrides()); }
+  ScopedOverrides(const ScopedOverrides &) = delete;
+  ScopedOverrides &
+  operator=(const ScopedOverrides &) = delete;
+};
+
+bool
+SameBits(double a, double b)
+{
+  return std::memcmp(&a, &b, sizeof(double)) == 0;
+}
+
+/** The contract's fast mode by its definition: for every cell and shift, raw(c, t) as the nested
+ * one-dimensional sums of D over the off-centre box, the weights of both terms, and the
+ * accumulation in the contract's order. Slow, for small images. */
+template <typename TImage>
+std::vector<double>
+ContractOutput(const TImage * image, int patchSize, int d, double h, double sigma)
+{
+  constexpr unsigned int n = TImage::ImageDimension;
+  using T = typename std::conditional<
+    std::is_same<typename itk::NumericTraits<typename TImage::PixelType>::ValueType, float>::value,
+    float,
+    double>::type;
+  const auto   size = image->GetLargestPossibleRegion().GetSize();
+  const int    K = static_cast<int>(image->GetNumberOfComponentsPerPixel());
+  const int    s = patchSize + (patchSize % 2 == 0 ? 1 : 0);
+  const int    o = s / 2;
+  const double noise = static_cast<double>(K) * (2.0 * (sigma * sigma));
+  double       norm = (static_cast<double>(K) * h) * h;
+  for (unsigned int a = 0; a < n; ++a)
+  {
+    norm *= static_cast<double>(s);
+  }
+  using Point = std::array<long long, n>;
+  auto Y = [&](const Point & p, int k) {
+    typename TImage::IndexType index;
+    for (unsigned int a = 0; a < n; ++a)
+    {
+      index[a] = itk::nlm::ReflectIndex(p[a], static_cast<long long>(size[a]));
+    }
+    return static_cast<double>(
+      itk::DefaultConvertPixelTraits<typename TImage::PixelType>::GetNthComponent(k, image->GetPixel(index)));
+  };
+  auto D = [&](const Point & y, const Point & t) {
+    Point yt;
+    for (unsigned int a = 0; a < n; ++a)
+    {
+      yt[a] = y[a] + t[a];
+    }
+    double acc = 0.0;
+    for (int k = 0; k < K; ++k)
+    {
+      const double diff = Y(y, k) - Y(yt, k);
+      acc = (k == 0) ? diff * diff : acc + diff * diff;
+    }
+    return acc - noise;
+  };
+  // Sum over axis a (and, inside, the axes below it) of the box around c.
+  std::function<double(int, Point, const Point &)> Sum = [&](int a, Point p, const Point & t) -> double {
+    if (a < 0)
+    {
+      return D(p, t);
+    }
+    const long long centre = p[a];
+    double          acc = 0.0;
+    for (int j = -o + 1; j <= o; ++j)
+    {
+      p[a] = centre + j;
+      const double term = Sum(a - 1, p, t);
+      acc = (j == -o + 1) ? term : acc + term;
+    }
+    return acc;
+  };
+  auto weight = [&](const Point & c, const Point & t) {
+    const double raw = (s == 1) ? 0.0 : Sum(static_cast<int>(n) - 1, c, t);
+    return itk::nlm::FastModeWeight(raw, norm, t[0] == 0 ? 0.5 : 1.0);
+  };
+  // Shifts in the contract's order: t_{n-1} outermost, t_0 over [0, d].
+  std::vector<Point>       shifts;
+  Point                    t;
+  std::function<void(int)> enumerate = [&](int a) {
+    if (a < 0)
+    {
+      shifts.push_back(t);
+      return;
+    }
+    for (int v = itk::nlm::FirstShift(a, d); v <= d; ++v)
+    {
+      t[a] = v;
+      enumerate(a - 1);
+    }
+  };
+  enumerate(static_cast<int>(n) - 1);
+
+  std::vector<double>                            out;
+  itk::ImageRegionConstIteratorWithIndex<TImage> it(image, image->GetLargestPossibleRegion());
+  for (; !it.IsAtEnd(); ++it)
+  {
+    Point x;
+    for (unsigned int a = 0; a < n; ++a)
+    {
+      x[a] = it.GetIndex()[a];
+    }
+    double              W = 0.0;
+    std::vector<double> R(static_cast<size_t>(K), 0.0);
+    for (const Point & shift : shifts)
+    {
+      Point xc, xt;
+      int   tInt[4] = { 0, 0, 0, 0 };
+      for (unsigned int a = 0; a < n; ++a)
+      {
+        xc[a] = x[a] + shift[a];
+        xt[a] = x[a] - shift[a];
+        tInt[a] = static_cast<int>(shift[a]);
+      }
+      const double wc = weight(x, shift);
+      const double wt = weight(xt, shift);
+      const bool   targetFirst = itk::nlm::IsLexicographicallyPositive(tInt, static_cast<int>(n));
+      const double w1 = targetFirst ? wt : wc;
+      const double w2 = targetFirst ? wc : wt;
+      W = (W + w1) + w2;
+      for (int k = 0; k < K; ++k)
+      {
+        const double y1 = targetFirst ? Y(xt, k) : Y(xc, k);
+        const double y2 = targetFirst ? Y(xc, k) : Y(xt, k);
+        R[static_cast<size_t>(k)] = (R[static_cast<size_t>(k)] + w1 * y1) + w2 * y2;
+      }
+    }
+    for (int k = 0; k < K; ++k)
+    {
+      out.push_back(static_cast<double>(static_cast<T>(R[static_cast<size_t>(k)] / W)));
+    }
+  }
+  return out;
+}
+
+/** The filter's output on the CPU backend with the given SIMD target, flattened like ContractOutput. */
+template <typename TImage>
+std::vector<double>
+FilterOutput(const TImage * image, int patchSize, int d, double h, double sigma, std::string & configuration)
+{
+  using FilterType = itk::CudaNonLocalMeansImageFilter<TImage>;
+  auto filter = FilterType::New();
+  filter->SetInput(image);
+  filter->SetPatchSize(patchSize);
+  filter->SetPatchDistance(d);
+  filter->SetH(h);
+  filter->SetSigma(sigma);
+  filter->SetBackend(FilterType::BackendEnum::CPU);
+  filter->SetNumberOfWorkUnits(3);
+  filter->Update();
+  configuration = filter->GetBackendStatistics().Configuration;
+  std::vector<double>                   out;
+  itk::ImageRegionConstIterator<TImage> it(filter->GetOutput(), filter->GetOutput()->GetLargestPossibleRegion());
+  const unsigned int                    K = image->GetNumberOfComponentsPerPixel();
+  for (; !it.IsAtEnd(); ++it)
+  {
+    for (unsigned int k = 0; k < K; ++k)
+    {
+      out.push_back(static_cast<double>(
+        itk::DefaultConvertPixelTraits<typename TImage::PixelType>::GetNthComponent(static_cast<int>(k), it.Get())));
+    }
+  }
+  return out;
+}
+
+/** Every target and two chunkings against the contract's direct sums. */
+template <typename TImage>
+void
+CheckEveryTarget(const std::string & name, const TImage * image, int patchSize, int d, double h, double sigma)
+{
+  const std::vector<double> expected = ContractOutput(image, patchSize, d, h, sigma);
+  for (const itk::nlm::cpu::Kernels * kernels : itk::nlm::cpu::AvailableKernels())
+  {
+    for (long long chunkCells : { 0LL, 37LL })
+    {
+      Overrides o = itk::nlm::ReadOverrides();
+      o.CPUInstructionSet = kernels->Name;
+      o.CPUChunkCells = chunkCells;
+      const ScopedOverrides     scoped(o);
+      std::string               configuration;
+      const std::vector<double> actual = FilterOutput(image, patchSize, d, h, sigma, configuration);
+      EXPECT_NE(configuration.find(kernels->Name), std::string::npos) << configuration;
+      ASSERT_EQ(actual.size(), expected.size());
+      size_t differing = 0;
+      for (size_t i = 0; i < actual.size(); ++i)
+      {
+        if (!SameBits(actual[i], expected[i]) && differing++ == 0)
+        {
+          ADD_FAILURE() << name << ", " << kernels->Name << ", chunk " << chunkCells << ": value " << i << " is "
+                        << actual[i] << ", the contract's " << expected[i];
+        }
+      }
+      EXPECT_EQ(differing, 0u) << name << " on " << kernels->Name << " (chunk cells " << chunkCells << ")";
+    }
+  }
+}
+} // namespace
+
+TEST(CudaNonLocalMeansCPUKernels, EveryTargetEqualsTheContractsDirectSumsBitForBit)
+{
+  using Image2 = itk::Image<float, 2>;
+  using Image3 = itk::Image<double, 3>;
+  using Vector2 = itk::VectorImage<double, 2>;
+  using Vector3 = itk::VectorImage<float, 3>;
+  using Image4 = itk::Image<float, 4>;
+  // Row lengths that are not multiples of any vector width, patches 1 to 7, even patches.
+  CheckEveryTarget(
+    "2D float 23x11 p5 d3", itk::nlm_test::MakeImage<Image2>({ { 23, 11 } }, 1, 31).GetPointer(), 5, 3, 0.12, 0.05);
+  CheckEveryTarget(
+    "2D float 19x9 p7 d4", itk::nlm_test::MakeImage<Image2>({ { 19, 9 } }, 1, 32).GetPointer(), 7, 4, 0.3, 0.0);
+  CheckEveryTarget(
+    "2D float 17x6 p1 d2", itk::nlm_test::MakeImage<Image2>({ { 17, 6 } }, 1, 33).GetPointer(), 1, 2, 0.1, 0.02);
+  CheckEveryTarget(
+    "3D double 13x7x6 p3 d2", itk::nlm_test::MakeImage<Image3>({ { 13, 7, 6 } }, 1, 34).GetPointer(), 3, 2, 0.1, 0.04);
+  CheckEveryTarget(
+    "3D double 9x6x5 p4 d1", itk::nlm_test::MakeImage<Image3>({ { 9, 6, 5 } }, 1, 35).GetPointer(), 4, 1, 0.2, 0.0);
+  CheckEveryTarget("2D double 3 components 14x8 p3 d2",
+                   itk::nlm_test::MakeImage<Vector2>({ { 14, 8 } }, 3, 36).GetPointer(),
+                   3,
+                   2,
+                   0.15,
+                   0.03);
+  CheckEveryTarget("3D float 2 components 11x5x4 p3 d1",
+                   itk::nlm_test::MakeImage<Vector3>({ { 11, 5, 4 } }, 2, 37).GetPointer(),
+                   3,
+                   1,
+                   0.2,
+                   0.05);
+  CheckEveryTarget("4D float 7x4x3x3 p3 d1",
+                   itk::nlm_test::MakeImage<Image4>({ { 7, 4, 3, 3 } }, 1, 38).GetPointer(),
+                   3,
+                   1,
+                   0.15,
+                   0.02);
+}
+
+TEST(CudaNonLocalMeansCPUKernels, EveryTargetsWeightsEqualFastModeWeightBitForBit)
+{
+  std::mt19937_64                        engine(2026);
+  std::uniform_real_distribution<double> uniform(-1.0, 7.0);
+  for (const itk::nlm::cpu::Kernels * kernels : itk::nlm::cpu::AvailableKernels())
+  {
+    for (const double norm : { 0.0243, 1.0, 3.0e-7, 12345.678 })
+    {
+      std::vector<double> raw;
+      for (int i = 0; i < 20000; ++i)
+      {
+        raw.push_back(uniform(engine) * norm);
+      }
+      // Around the cutoff, around steps of the truncation, zeros, negatives and the far range.
+      for (double centre : { 5.0 * norm, -0.0, 0.0, 1e300, -1e300, 4.0 * norm })
+      {
+        double v = centre;
+        for (int step = 0; step < 40; ++step)
+        {
+          raw.push_back(v);
+          v = std::nextafter(v, -1e308);
+        }
+      }
+      for (int k = 1; k < 7563877; k += 104729)
+      {
+        double v = static_cast<double>(k) / itk::nlm::kExpA * norm;
+        for (int step = 0; step < 8; ++step)
+        {
+          raw.push_back(v);
+          raw.push_back(std::nextafter(v, 1e308));
+          v = std::nextafter(v, -1e308);
+        }
+      }
+      for (const double alpha : { 0.5, 1.0 })
+      {
+        for (size_t count : { raw.size(), raw.size() - 3 }) // a partial vector at the end too
+        {
+          std::vector<double> out(count, -1.0);
+          kernels->Weights(raw.data(), static_cast<std::int64_t>(count), norm, alpha, out.data());
+          size_t differing = 0;
+          for (size_t i = 0; i < count; ++i)
+          {
+            const double expected = itk::nlm::FastModeWeight(raw[i], norm, alpha);
+            if (!SameBits(out[i], expected) && differing++ == 0)
+            {
+              ADD_FAILURE() << kernels->Name << ": raw " << raw[i] << " norm " << norm << " alpha " << alpha << ": "
+                            << out[i] << " instead of " << expected;
+            }
+          }
+          EXPECT_EQ(differing, 0u) << kernels->Name;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaNonLocalMeansCPUKernels, TheBestTargetIsTheDefaultAndScalarIsAlwaysThere)
+{
+  const auto available = itk::nlm::cpu::AvailableKernels();
+  ASSERT_FALSE(available.empty());
+  EXPECT_EQ(std::string(available.back()->Name), "scalar");
+  EXPECT_EQ(&itk::nlm::cpu::SelectKernels(""), available.front());
+  EXPECT_EQ(&itk::nlm::cpu::SelectKernels("AUTO"), available.front());
+  for (size_t i = 1; i < available.size(); ++i)
+  {
+    EXPECT_GE(available[i - 1]->Lanes, available[i]->Lanes) << "best (widest) first";
+  }
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+  EXPECT_EQ(std::string(available[available.size() - 2]->Name), "sse2") << "SSE2 is part of x86-64";
+#endif
+}
+
+TEST(CudaNonLocalMeansCPUKernels, AnUnknownTargetOrChunkIsRefusedNamingTheVariable)
+{
+  using ImageType = itk::Image<float, 2>;
+  using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
+  const auto input = itk::nlm_test::MakeImage<ImageType>({ { 12, 10 } }, 1, 39);
+  for (int variant = 0; variant < 2; ++variant)
+  {
+    Overrides o = itk::nlm::ReadOverrides();
+    if (variant == 0)
+    {
+      o.CPUInstructionSet = "avx1024";
+    }
+    else
+    {
+      o.CPUInvalid = "CUDANONLOCALMEANS_CPU_CHUNK is \"x\"; set it to a number of output cells of at least 1";
+    }
+    const ScopedOverrides scoped(o);
+    auto                  filter = FilterType::New();
+    filter->SetInput(input);
+    filter->SetBackend(FilterType::BackendEnum::CPU);
+    try
+    {
+      filter->Update();
+      ADD_FAILURE() << "an invalid CPU override was accepted";
+    }
+    catch (const itk::ExceptionObject & e)
+    {
+      const std::string message = e.GetDescription();
+      EXPECT_NE(message.find(variant == 0 ? "CUDANONLOCALMEANS_CPU_SIMD" : "CUDANONLOCALMEANS_CPU_CHUNK"),
+                std::string::npos)
+        << message;
+      if (variant == 0)
+      {
+        EXPECT_NE(message.find("scalar"), std::string::npos) << "names the targets to use: " << message;
+      }
+    }
+  }
+}
