@@ -208,6 +208,9 @@ MakeChunks(const Layout & L, Int targetCells)
   Index4             count;
   for (unsigned int a = 0; a < MaxDim; ++a)
   {
+    // As many pieces as that length needs, then of equal length (balanced work).
+    count[a] = (L.outSize[a] + len[a] - 1) / len[a];
+    len[a] = (L.outSize[a] + count[a] - 1) / count[a];
     count[a] = (L.outSize[a] + len[a] - 1) / len[a];
   }
   for (Int c3 = 0; c3 < count[3]; ++c3)
@@ -233,32 +236,39 @@ MakeChunks(const Layout & L, Int targetCells)
   return chunks;
 }
 
+/** A chunk's scratch: values (weights, the ring of slabs, a row) and the ring's slot pointers. */
+struct Scratch
+{
+  std::vector<double>         Values;
+  std::vector<const double *> Slots;
+};
+
 /** Scratch buffers handed to whichever chunk runs next. */
 class ScratchPool
 {
 public:
-  std::unique_ptr<std::vector<double>>
+  std::unique_ptr<Scratch>
   Take()
   {
     const std::lock_guard<std::mutex> lock(m_Mutex);
     if (m_Free.empty())
     {
-      return std::make_unique<std::vector<double>>();
+      return std::make_unique<Scratch>();
     }
     auto b = std::move(m_Free.back());
     m_Free.pop_back();
     return b;
   }
   void
-  Give(std::unique_ptr<std::vector<double>> b)
+  Give(std::unique_ptr<Scratch> b)
   {
     const std::lock_guard<std::mutex> lock(m_Mutex);
     m_Free.push_back(std::move(b));
   }
 
 private:
-  std::mutex                                        m_Mutex;
-  std::vector<std::unique_ptr<std::vector<double>>> m_Free;
+  std::mutex                            m_Mutex;
+  std::vector<std::unique_ptr<Scratch>> m_Free;
 };
 
 class FastModeSolver
@@ -326,10 +336,9 @@ public:
     m_WeightSum.assign(static_cast<size_t>(cells), 0.0);
     m_Result.assign(static_cast<size_t>(cells * L.K), 0.0);
 
-    const Int          target = (m_ChunkCells > 0)
-                                  ? m_ChunkCells
-                                  : std::min<Int>(Int{ 1 } << 16, std::max<Int>(1, cells / (2 * std::max(1u, workUnits))));
-    std::vector<Chunk> chunks = MakeChunks(L, target);
+    const unsigned int threads =
+      std::max(1u, std::min(workUnits, threader != nullptr ? threader->GetMaximumNumberOfThreads() : 1u));
+    std::vector<Chunk> chunks = MakeChunks(L, (m_ChunkCells > 0) ? m_ChunkCells : ChunkCells(cells, threads));
 
     // Shifts are processed in groups; between groups the calling thread reports progress and
     // checks for an abort request. Chunks never share output cells, so they run concurrently.
@@ -376,6 +385,21 @@ public:
   }
 
 private:
+  /** Output cells per chunk. A chunk computes weights over itself grown by the shift and the patch
+   * on every axis. In 2D that margin is a small share of a 128 x 128 chunk, whose buffers stay in
+   * the core's cache. From 3D on the margin's share grows with its power, so the chunk grows with
+   * it: 2^12 (d + o)^2 cells (2^16 at patch 3, distance 3; measured faster than smaller, cache-sized
+   * chunks), at most 2^19; and never more than a thread's share of the image. */
+  Int
+  ChunkCells(Int cells, unsigned int threads) const
+  {
+    const Int margin = m_D + m_O;
+    const Int wanted =
+      (m_L.n == 2) ? (Int{ 1 } << 14)
+                   : std::min<Int>(Int{ 1 } << 19, std::max<Int>(Int{ 1 } << 16, (Int{ 1 } << 12) * margin * margin));
+    return std::max<Int>(1, std::min<Int>(wanted, (cells + threads - 1) / threads));
+  }
+
   /** Offset (in cells) into Y of an output-relative coordinate. */
   Int
   YOffset(Int x0, Int x1, Int x2, Int x3) const
@@ -418,17 +442,22 @@ private:
   /** Weights of shift t over the chunk's W box (in `buffer`), then both terms of every cell: the
    * job for the kernels of the chosen SIMD target. */
   void
-  ProcessShift(const Chunk & c, const Shift & t, std::vector<double> & buffer)
+  ProcessShift(const Chunk & c, const Shift & t, Scratch & scratch)
   {
-    const ShiftBoxes x = BoxesOf(c, t);
-    const int        lanes = m_Kernels.Lanes;
-    const Int        cellsOfD = x.B[3] * x.Dlen[3];
-    const Int        rowLength = cpu::RoundUp(cpu::RoundUp(x.Wlen[0], lanes) + m_S - 2, lanes);
-    const size_t     need = static_cast<size_t>(cellsOfD + rowLength + cpu::MaximumLanes); // + alignment
+    const ShiftBoxes      x = BoxesOf(c, t);
+    const int             lanes = m_Kernels.Lanes;
+    const int             last = m_L.n - 1;
+    const Int             slabCells = x.B[last];
+    const Int             weightCells = slabCells * x.Wlen[last];
+    const Int             ringCells = slabCells * (m_S - 1);
+    const Int             rowLength = cpu::RoundUp(cpu::RoundUp(x.Wlen[0], lanes) + m_S - 2, lanes);
+    std::vector<double> & buffer = scratch.Values;
+    const size_t need = static_cast<size_t>(weightCells + ringCells + rowLength + cpu::MaximumLanes); // + alignment
     if (buffer.size() < need)
     {
       buffer.resize(need);
     }
+    scratch.Slots.resize(static_cast<size_t>(std::max(1, m_S - 1)));
     const int     K = m_L.K;
     cpu::ShiftJob job;
     job.Dimension = m_L.n;
@@ -451,7 +480,9 @@ private:
     // Rows of whole vectors start on 64-byte boundaries (Stride[1] is a multiple of the lanes).
     const auto misalignment = reinterpret_cast<std::uintptr_t>(buffer.data()) % 64;
     job.Weights = buffer.data() + (misalignment == 0 ? 0 : (64 - misalignment) / sizeof(double));
-    job.Row = job.Weights + cellsOfD;
+    job.Ring = job.Weights + weightCells;
+    job.RingSlots = scratch.Slots.data();
+    job.Row = job.Ring + ringCells;
     job.YAtD = m_Y.data() + K * YOffset(x.Dlo[0], x.Dlo[1], x.Dlo[2], x.Dlo[3]);
     job.ShiftOffset = ShiftOffset(t);
     job.CentreWeight = (c.lo[0] - x.Wlo[0]) + (c.lo[1] - x.Wlo[1]) * x.B[1] + (c.lo[2] - x.Wlo[2]) * x.B[2] +

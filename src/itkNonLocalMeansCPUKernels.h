@@ -61,12 +61,14 @@ struct ShiftJob
   bool   TargetFirst{ false }; // t is lexicographically positive: the target term is added first
 
   // D box (patch terms) and W box (weights) of the shift; W's cells are D's first cells on every
-  // axis. The weight buffer is dense over D with strides Stride (cells).
-  std::int64_t DSize[4]{ 1, 1, 1, 1 };
-  std::int64_t WSize[4]{ 1, 1, 1, 1 };
-  std::int64_t Stride[4]{ 1, 1, 1, 1 };
-  double *     Weights{ nullptr };
-  double *     Row{ nullptr }; // scratch row (RoundUp above)
+  // axis. The weight buffer has strides Stride (cells) over D's extents (rows of whole vectors).
+  std::int64_t    DSize[4]{ 1, 1, 1, 1 };
+  std::int64_t    WSize[4]{ 1, 1, 1, 1 };
+  std::int64_t    Stride[4]{ 1, 1, 1, 1 };
+  double *        Weights{ nullptr };
+  double *        Row{ nullptr };       // scratch row (RoundUp above)
+  double *        Ring{ nullptr };      // scratch of Window * Stride[Dimension - 1] doubles
+  const double ** RingSlots{ nullptr }; // scratch of Window pointers
 
   // The padded input Y (values, K per cell): its strides, Y at the D box's first cell, the shift.
   std::int64_t   YStride[4]{ 1, 1, 1, 1 };

@@ -157,19 +157,23 @@ ForRows(const Int * size, const Int * stride, TBody && body)
   }
 }
 
-/** 1. For every row of the D box: D(y) = sum_k (Y_k(y) - Y_k(y + t))^2 - noise into job.Row, then
- * its window sums along axis 0 into the weight buffer. Whole vectors: the padding lanes compute
- * values that are never used. */
+/** 1. For every row of slab z of the D box (index z on its last axis): D(y) = sum_k (Y_k(y) -
+ * Y_k(y + t))^2 - noise into job.Row, then its window sums along axis 0 into `slab` (laid out as
+ * one slab of the weight buffer). Whole vectors: the padding lanes compute values never used. */
 void
-PatchTermsAndRowSums(const ShiftJob & j)
+PatchTermsAndRowSums(const ShiftJob & j, Int z, double * slab)
 {
   const int K = j.Components;
+  const int last = j.Dimension - 1;
   const Int w0 = RoundUp(j.WSize[0], Lanes);
   const Int n0 = RoundUp(w0 + j.Window - 1, Lanes);
   const V   noise = Splat(j.Noise);
   double *  row = j.Row;
-  ForRows(j.DSize, j.Stride, [&](Int out, Int i1, Int i2, Int i3) {
-    const double * y = j.YAtD + i1 * j.YStride[1] + i2 * j.YStride[2] + i3 * j.YStride[3];
+  Int       size[4] = { j.DSize[0], j.DSize[1], j.DSize[2], j.DSize[3] };
+  size[last] = 1;
+  const double * yz = j.YAtD + z * j.YStride[last];
+  ForRows(size, j.Stride, [&](Int out, Int i1, Int i2, Int i3) {
+    const double * y = yz + i1 * j.YStride[1] + i2 * j.YStride[2] + i3 * j.YStride[3];
     const double * yt = y + j.ShiftOffset;
     if (K == 1)
     {
@@ -192,7 +196,7 @@ PatchTermsAndRowSums(const ShiftJob & j)
         row[i] = acc - j.Noise;
       }
     }
-    double * w = j.Weights + out;
+    double * w = slab + out;
     for (Int i = 0; i < w0; i += Lanes)
     {
       Store(w + i, WindowSum(row + i, 1, j.Window));
@@ -200,34 +204,71 @@ PatchTermsAndRowSums(const ShiftJob & j)
   });
 }
 
-/** 2. Window sums along axes 1 .. n-1 in place, each left to right; the last axis's sums become
- * the weights. */
+/** 2. Window sums of a slab along the axes between the first and the last, in place. */
 void
-BoxSumsAndWeights(const ShiftJob & j)
+MiddleAxesSums(const ShiftJob & j, double * slab)
 {
-  Int extent[4] = { RoundUp(j.WSize[0], Lanes), j.DSize[1], j.DSize[2], j.DSize[3] };
-  for (int a = 1; a < j.Dimension; ++a)
+  const int last = j.Dimension - 1;
+  Int       extent[4] = { RoundUp(j.WSize[0], Lanes), j.DSize[1], j.DSize[2], j.DSize[3] };
+  extent[last] = 1;
+  for (int a = 1; a < last; ++a)
   {
     extent[a] = j.WSize[a];
-    const Int  step = j.Stride[a];
-    const bool last = (a == j.Dimension - 1);
+    const Int step = j.Stride[a];
     ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
-      double * row = j.Weights + offset;
-      if (last)
+      double * row = slab + offset;
+      for (Int i = 0; i < extent[0]; i += Lanes)
       {
-        for (Int i = 0; i < extent[0]; i += Lanes)
-        {
-          Store(row + i, Weight(WindowSum(row + i, step, j.Window), j.Norm, j.Alpha));
-        }
-      }
-      else
-      {
-        for (Int i = 0; i < extent[0]; i += Lanes)
-        {
-          Store(row + i, WindowSum(row + i, step, j.Window));
-        }
+        Store(row + i, WindowSum(row + i, step, j.Window));
       }
     });
+  }
+}
+
+/** 3. The last axis's window sums over the Window slabs in j.RingSlots (in order), as the weights
+ * of one slab of the W box. */
+void
+WeightsOfSlab(const ShiftJob & j, double * weights)
+{
+  const int last = j.Dimension - 1;
+  Int       extent[4] = { RoundUp(j.WSize[0], Lanes), j.WSize[1], j.WSize[2], j.WSize[3] };
+  extent[last] = 1;
+  const double * const * slots = j.RingSlots;
+  ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
+    for (Int i = 0; i < extent[0]; i += Lanes)
+    {
+      V acc = Load(slots[0] + offset + i);
+      for (int s = 1; s < j.Window; ++s)
+      {
+        acc = acc + Load(slots[s] + offset + i);
+      }
+      Store(weights + offset + i, Weight(acc, j.Norm, j.Alpha));
+    }
+  });
+}
+
+/** The weights of the W box, slab by slab along the last axis: each slab of the D box is summed
+ * along every other axis into a ring of Window slabs, and the last axis's sums read the ring. The
+ * D box is never stored whole, so the passes work on cache-sized data. */
+void
+StreamedWeights(const ShiftJob & j)
+{
+  const int last = j.Dimension - 1;
+  const Int slabCells = j.Stride[last];
+  for (Int z = 0; z < j.DSize[last]; ++z)
+  {
+    double * slab = j.Ring + (z % j.Window) * slabCells;
+    PatchTermsAndRowSums(j, z, slab);
+    MiddleAxesSums(j, slab);
+    const Int first = z - j.Window + 1; // the W slab whose window ends at z
+    if (first >= 0)
+    {
+      for (int s = 0; s < j.Window; ++s)
+      {
+        j.RingSlots[s] = j.Ring + ((first + s) % j.Window) * slabCells;
+      }
+      WeightsOfSlab(j, j.Weights + first * slabCells);
+    }
   }
 }
 
@@ -307,8 +348,7 @@ ProcessShift(const ShiftJob & j)
   }
   else
   {
-    PatchTermsAndRowSums(j);
-    BoxSumsAndWeights(j);
+    StreamedWeights(j);
   }
   Gather(j);
 }
