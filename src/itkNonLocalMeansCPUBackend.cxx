@@ -340,31 +340,43 @@ public:
       std::max(1u, std::min(workUnits, threader != nullptr ? threader->GetMaximumNumberOfThreads() : 1u));
     std::vector<Chunk> chunks = MakeChunks(L, (m_ChunkCells > 0) ? m_ChunkCells : ChunkCells(cells, threads));
 
-    // Shifts are processed in groups; between groups the calling thread reports progress and
-    // checks for an abort request. Chunks never share output cells, so they run concurrently.
+    // The work is cut into about 50 steps; between steps the calling thread reports progress and
+    // checks for an abort request. A step is a group of chunks (at least two per thread) with a
+    // group of shifts: groups of chunks first, so that a chunk does many shifts in a row while its
+    // accumulators and input are in the cache. Chunks never share output cells, so they run
+    // concurrently; every cell receives its shifts in order.
     const Int         nShifts = static_cast<Int>(m_Shifts.size());
-    const Int         groups = std::max<Int>(1, std::min<Int>(nShifts, 50));
+    const Int         nChunks = static_cast<Int>(chunks.size());
+    const Int         chunkGroups = std::max<Int>(1, std::min<Int>(50, nChunks / (2 * Int{ threads })));
+    const Int         shiftGroups = std::max<Int>(1, std::min<Int>(nShifts, (50 + chunkGroups - 1) / chunkGroups));
     ScratchPool       pool;
     std::atomic<bool> abortSeen{ false };
-    for (Int g = 0; g < groups; ++g)
+    for (Int cg = 0; cg < chunkGroups; ++cg)
     {
-      const Int first = g * nShifts / groups;
-      const Int last = (g + 1) * nShifts / groups;
-      ParallelFor(threader, workUnits, static_cast<Int>(chunks.size()), [&](Int ci) {
-        auto scratch = pool.Take();
-        for (Int si = first; si < last; ++si)
-        {
-          if (caller != nullptr && caller->GetAbortGenerateData())
+      const Int firstChunk = cg * nChunks / chunkGroups;
+      const Int lastChunk = (cg + 1) * nChunks / chunkGroups;
+      for (Int sg = 0; sg < shiftGroups; ++sg)
+      {
+        const Int first = sg * nShifts / shiftGroups;
+        const Int last = (sg + 1) * nShifts / shiftGroups;
+        ParallelFor(threader, workUnits, lastChunk - firstChunk, [&](Int ci) {
+          auto scratch = pool.Take();
+          for (Int si = first; si < last; ++si)
           {
-            abortSeen = true;
-            break;
+            if (caller != nullptr && caller->GetAbortGenerateData())
+            {
+              abortSeen = true;
+              break;
+            }
+            ProcessShift(chunks[static_cast<size_t>(firstChunk + ci)], m_Shifts[static_cast<size_t>(si)], *scratch);
           }
-          ProcessShift(chunks[static_cast<size_t>(ci)], m_Shifts[static_cast<size_t>(si)], *scratch);
-        }
-        pool.Give(std::move(scratch));
-      });
-      ThrowIfAborted(caller);
-      ReportProgress(caller, 0.98 * static_cast<double>(g + 1) / static_cast<double>(groups));
+          pool.Give(std::move(scratch));
+        });
+        ThrowIfAborted(caller);
+        ReportProgress(caller,
+                       0.98 * static_cast<double>(cg * shiftGroups + sg + 1) /
+                         static_cast<double>(chunkGroups * shiftGroups));
+      }
     }
 
     // Normalise and store.
