@@ -75,11 +75,16 @@ struct ShiftJob
   const double * YAtD{ nullptr };
   std::int64_t   ShiftOffset{ 0 };
 
-  // The chunk: its extents, the weight of its first cell (offset into Weights), the offset from a
-  // cell's weight w(x, t) to w(x - t, t), Y at its first cell, and its accumulators.
+  // The chunk: its extents; where its first cell's weight w(x, t) is in a W slab (CentreWeight)
+  // and in which W slab (CentreSlab, = max(t_last, 0)); the same for w(x - t, t): the offset
+  // TargetWeightOffset from there within a slab and TargetSlab (= max(-t_last, 0)); Y at its first
+  // cell, and its accumulators. Weights is a ring of WeightSlabs (|t_last| + 1) W slabs.
   std::int64_t   ChunkSize[4]{ 1, 1, 1, 1 };
   std::int64_t   CentreWeight{ 0 };
   std::int64_t   TargetWeightOffset{ 0 };
+  std::int64_t   CentreSlab{ 0 };
+  std::int64_t   TargetSlab{ 0 };
+  std::int64_t   WeightSlabs{ 1 };
   const double * YAtChunk{ nullptr };
   std::int64_t   OutputStride[4]{ 1, 1, 1, 1 };
   double *       WeightSum{ nullptr };

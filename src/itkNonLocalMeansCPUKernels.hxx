@@ -247,60 +247,44 @@ WeightsOfSlab(const ShiftJob & j, double * weights)
   });
 }
 
-/** The weights of the W box, slab by slab along the last axis: each slab of the D box is summed
- * along every other axis into a ring of Window slabs, and the last axis's sums read the ring. The
- * D box is never stored whole, so the passes work on cache-sized data. */
+/** PatchSize 1: the box is empty, every raw distance is +0.0: one slab of equal weights. */
 void
-StreamedWeights(const ShiftJob & j)
-{
-  const int last = j.Dimension - 1;
-  const Int slabCells = j.Stride[last];
-  for (Int z = 0; z < j.DSize[last]; ++z)
-  {
-    double * slab = j.Ring + (z % j.Window) * slabCells;
-    PatchTermsAndRowSums(j, z, slab);
-    MiddleAxesSums(j, slab);
-    const Int first = z - j.Window + 1; // the W slab whose window ends at z
-    if (first >= 0)
-    {
-      for (int s = 0; s < j.Window; ++s)
-      {
-        j.RingSlots[s] = j.Ring + ((first + s) % j.Window) * slabCells;
-      }
-      WeightsOfSlab(j, j.Weights + first * slabCells);
-    }
-  }
-}
-
-/** PatchSize 1: the box is empty, every raw distance is +0.0. */
-void
-ConstantWeights(const ShiftJob & j)
+ConstantWeights(const ShiftJob & j, double * slab)
 {
   const V   w = Weight(Splat(0.0), j.Norm, j.Alpha);
-  const Int w0 = RoundUp(j.WSize[0], Lanes);
-  ForRows(j.WSize, j.Stride, [&](Int offset, Int, Int, Int) {
-    for (Int i = 0; i < w0; i += Lanes)
+  const int last = j.Dimension - 1;
+  Int       extent[4] = { RoundUp(j.WSize[0], Lanes), j.WSize[1], j.WSize[2], j.WSize[3] };
+  extent[last] = 1;
+  ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
+    for (Int i = 0; i < extent[0]; i += Lanes)
     {
-      Store(j.Weights + offset + i, w);
+      Store(slab + offset + i, w);
     }
   });
 }
 
-/** 3. Both terms of every cell of the chunk, in the contract's order: W += a.w; W += b.w;
- * R_k += a.w * a.Y_k; R_k += b.w * b.Y_k, where a is the target term when TargetFirst. */
+/** 4. Both terms of every cell of slab `i` of the chunk (index i on the last axis), in the
+ * contract's order: W += a.w; W += b.w; R_k += a.w * a.Y_k; R_k += b.w * b.Y_k, where a is the
+ * target term when TargetFirst. The weights come from the W slabs holding w(x, t) and w(x - t, t). */
 void
-Gather(const ShiftJob & j)
+GatherSlab(const ShiftJob & j, Int i, const double * centreSlab, const double * targetSlab)
 {
   const int K = j.Components;
-  ForRows(j.ChunkSize, j.Stride, [&](Int offset, Int i1, Int i2, Int i3) {
-    const double * wc = j.Weights + j.CentreWeight + offset;
-    const double * wt = wc + j.TargetWeightOffset;
-    const double * y = j.YAtChunk + i1 * j.YStride[1] + i2 * j.YStride[2] + i3 * j.YStride[3];
+  const int last = j.Dimension - 1;
+  Int       size[4] = { j.ChunkSize[0], j.ChunkSize[1], j.ChunkSize[2], j.ChunkSize[3] };
+  size[last] = 1;
+  const double * yi = j.YAtChunk + i * j.YStride[last];
+  double *       wsi = j.WeightSum + i * j.OutputStride[last];
+  double *       rsi = j.Result + K * i * j.OutputStride[last];
+  ForRows(size, j.Stride, [&](Int offset, Int i1, Int i2, Int i3) {
+    const double * wc = centreSlab + j.CentreWeight + offset;
+    const double * wt = targetSlab + j.CentreWeight + j.TargetWeightOffset + offset;
+    const double * y = yi + i1 * j.YStride[1] + i2 * j.YStride[2] + i3 * j.YStride[3];
     const double * yc = y + j.ShiftOffset;
     const double * yt = y - j.ShiftOffset;
     const Int      o = i1 * j.OutputStride[1] + i2 * j.OutputStride[2] + i3 * j.OutputStride[3];
-    double *       ws = j.WeightSum + o;
-    double *       rs = j.Result + K * o;
+    double *       ws = wsi + o;
+    double *       rs = rsi + K * o;
     const double * wa = j.TargetFirst ? wt : wc;
     const double * ya = j.TargetFirst ? yt : yc;
     const double * wb = j.TargetFirst ? wc : wt;
@@ -309,48 +293,78 @@ Gather(const ShiftJob & j)
     const Int      full = n / Lanes * Lanes;
     if (K == 1)
     {
-      for (Int i = 0; i < full; i += Lanes)
+      for (Int x = 0; x < full; x += Lanes)
       {
-        const V a = Load(wa + i);
-        const V b = Load(wb + i);
-        Store(ws + i, (Load(ws + i) + a) + b);
-        Store(rs + i, (Load(rs + i) + a * Load(ya + i)) + b * Load(yb + i));
+        const V a = Load(wa + x);
+        const V b = Load(wb + x);
+        Store(ws + x, (Load(ws + x) + a) + b);
+        Store(rs + x, (Load(rs + x) + a * Load(ya + x)) + b * Load(yb + x));
       }
     }
     else
     {
-      for (Int i = 0; i < full; i += Lanes)
+      for (Int x = 0; x < full; x += Lanes)
       {
-        Store(ws + i, (Load(ws + i) + Load(wa + i)) + Load(wb + i));
+        Store(ws + x, (Load(ws + x) + Load(wa + x)) + Load(wb + x));
       }
     }
     // The rest of the row, and every channel when K > 1, lane by lane (the same arithmetic).
-    for (Int i = full; i < n; ++i)
+    for (Int x = full; x < n; ++x)
     {
-      ws[i] = (ws[i] + wa[i]) + wb[i];
+      ws[x] = (ws[x] + wa[x]) + wb[x];
     }
-    for (Int i = (K == 1) ? full : 0; i < n; ++i)
+    for (Int x = (K == 1) ? full : 0; x < n; ++x)
     {
       for (int k = 0; k < K; ++k)
       {
-        rs[K * i + k] = (rs[K * i + k] + wa[i] * ya[K * i + k]) + wb[i] * yb[K * i + k];
+        rs[K * x + k] = (rs[K * x + k] + wa[x] * ya[K * x + k]) + wb[x] * yb[K * x + k];
       }
     }
   });
 }
 
+/** One shift over one chunk, slab by slab along the last axis: each slab of the D box is summed
+ * along every other axis into a ring of Window slabs; the last axis's sums over the ring give a W
+ * slab of weights, kept in a ring of WeightSlabs (|t_last| + 1) slabs; as soon as a chunk slab's
+ * two weight slabs are there, its cells receive their terms. Neither the D box nor the W box is
+ * stored whole, so every pass works on cache-sized data whatever the chunk's size. */
 void
 ProcessShift(const ShiftJob & j)
 {
+  const int last = j.Dimension - 1;
+  const Int slabCells = j.Stride[last];
+  const Int reach = (j.CentreSlab > j.TargetSlab) ? j.CentreSlab : j.TargetSlab; // |t_last|
+  auto      weightSlab = [&](Int k) { return j.Weights + (k % j.WeightSlabs) * slabCells; };
   if (j.Window == 0)
   {
-    ConstantWeights(j);
+    ConstantWeights(j, j.Weights);
+    for (Int i = 0; i < j.ChunkSize[last]; ++i)
+    {
+      GatherSlab(j, i, j.Weights, j.Weights);
+    }
+    return;
   }
-  else
+  for (Int z = 0; z < j.DSize[last]; ++z)
   {
-    StreamedWeights(j);
+    double * slab = j.Ring + (z % j.Window) * slabCells;
+    PatchTermsAndRowSums(j, z, slab);
+    MiddleAxesSums(j, slab);
+    const Int k = z - j.Window + 1; // the W slab whose window ends at z
+    if (k < 0)
+    {
+      continue;
+    }
+    for (int s = 0; s < j.Window; ++s)
+    {
+      j.RingSlots[s] = j.Ring + ((k + s) % j.Window) * slabCells;
+    }
+    WeightsOfSlab(j, weightSlab(k));
+    const Int i = k - reach; // the chunk slab whose weights are all there now
+    if (i >= 0)
+    {
+      GatherSlab(j, i, weightSlab(i + j.CentreSlab), weightSlab(i + j.TargetSlab));
+    }
   }
-  Gather(j);
 }
 
 void
