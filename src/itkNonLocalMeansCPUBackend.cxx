@@ -478,7 +478,6 @@ private:
     job.Window = m_S - 1;
     job.Noise = m_Noise;
     job.Norm = m_Norm;
-    job.InverseNorm = 1.0 / m_Norm;
     job.Alpha = (t[0] == 0) ? 0.5 : 1.0;
     job.TargetFirst = nlm::IsLexicographicallyPositive(t.data(), m_L.n);
     for (unsigned int a = 0; a < MaxDim; ++a)

@@ -56,7 +56,6 @@ struct ShiftJob
   int    Window{ 0 }; // samples per axis of the patch box, PatchSize - 1 (0: PatchSize 1)
   double Noise{ 0.0 };
   double Norm{ 1.0 };
-  double InverseNorm{ 1.0 }; // 1.0 / Norm, rounded
   double Alpha{ 1.0 };
   bool   TargetFirst{ false }; // t is lexicographically positive: the target term is added first
 

@@ -29,9 +29,8 @@
 
 #include "itkNonLocalMeansCPUKernels.h"
 
-#if NLM_LANES == 1
-#  include "itkNonLocalMeansNumerics.h"
-#endif
+// Only its constants are used by the vector targets (its functions are scalar and inline).
+#include "itkNonLocalMeansNumerics.h"
 
 namespace itk
 {
@@ -75,8 +74,6 @@ Weight(V raw, double norm, double alpha)
 #else
 typedef double        V __attribute__((vector_size(8 * NLM_LANES)));
 typedef std::uint64_t VU64 __attribute__((vector_size(8 * NLM_LANES)));
-typedef std::int32_t  VI32 __attribute__((vector_size(4 * NLM_LANES)));
-typedef std::uint32_t VU32 __attribute__((vector_size(4 * NLM_LANES)));
 
 inline V
 Splat(double x)
@@ -118,13 +115,13 @@ Weight(V raw, double norm, double alpha)
 {
   const V      zero = Splat(0.0);
   const V      dist = Select((VU64)(zero > raw), zero, raw) / Splat(norm);
-  const V      p = Splat(1512775.3951951856938) * (-dist);
+  const V      p = Splat(kExpA) * (-dist);
   const double magic = 6755399441055744.0; // 1.5 * 2^52
   const V      nearest = (p + Splat(magic)) - Splat(magic);
   const V      c = Select((VU64)(nearest < p), nearest + Splat(1.0), nearest);
-  const double offset = magic + 1072632447.0 - (alpha == 0.5 ? 1048576.0 : 0.0); // 2^20: exponent - 1
+  const double offset = magic + kExpBC - (alpha == 0.5 ? 1048576.0 : 0.0); // 2^20: exponent - 1
   const V      fe = (V)(((VU64)(c + Splat(offset))) << 32);
-  return Select((VU64)(dist > Splat(5.0)), zero, fe);
+  return Select((VU64)(dist > Splat(kDistanceCutoff)), zero, fe);
 }
 #endif
 
