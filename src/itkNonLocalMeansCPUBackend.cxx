@@ -236,11 +236,12 @@ MakeChunks(const Layout & L, Int targetCells)
   return chunks;
 }
 
-/** A chunk's scratch: values (weights, the ring of slabs, a row) and the ring's slot pointers. */
+/** A chunk's scratch for each shift of a batch: values (the rings of slabs and of weights, a row)
+ * and the ring's slot pointers. */
 struct Scratch
 {
-  std::vector<double>         Values;
-  std::vector<const double *> Slots;
+  std::array<std::vector<double>, cpu::MaximumBatch>         Values;
+  std::array<std::vector<const double *>, cpu::MaximumBatch> Slots;
 };
 
 /** Scratch buffers handed to whichever chunk runs next. */
@@ -361,14 +362,14 @@ public:
         const Int last = (sg + 1) * nShifts / shiftGroups;
         ParallelFor(threader, workUnits, lastChunk - firstChunk, [&](Int ci) {
           auto scratch = pool.Take();
-          for (Int si = first; si < last; ++si)
+          for (Int si = first; si < last;)
           {
             if (caller != nullptr && caller->GetAbortGenerateData())
             {
               abortSeen = true;
               break;
             }
-            ProcessShift(chunks[static_cast<size_t>(firstChunk + ci)], m_Shifts[static_cast<size_t>(si)], *scratch);
+            si += ProcessShifts(chunks[static_cast<size_t>(firstChunk + ci)], si, last, *scratch);
           }
           pool.Give(std::move(scratch));
         });
@@ -451,26 +452,44 @@ private:
     return m_L.K * (t[0] * m_YStride[0] + t[1] * m_YStride[1] + t[2] * m_YStride[2] + t[3] * m_YStride[3]);
   }
 
-  /** Weights of shift t over the chunk's W box (in `buffer`), then both terms of every cell: the
-   * job for the kernels of the chosen SIMD target. */
-  void
-  ProcessShift(const Chunk & c, const Shift & t, Scratch & scratch)
+  /** Shifts first, first + 1, ... (before `end`, at most cpu::MaximumBatch, with the same last
+   * component) over chunk c, in one call of the kernels: the weights of each over the chunk's W
+   * box, then both terms of every cell. Returns how many. */
+  Int
+  ProcessShifts(const Chunk & c, Int first, Int end, Scratch & scratch)
   {
-    const ShiftBoxes      x = BoxesOf(c, t);
-    const int             lanes = m_Kernels.Lanes;
-    const int             last = m_L.n - 1;
-    const Int             slabCells = x.B[last];
-    const Int             weightSlabs = std::abs(t[last]) + 1; // the ring of W slabs (cpu::ShiftJob)
-    const Int             weightCells = slabCells * weightSlabs;
-    const Int             ringCells = slabCells * (m_S - 1);
-    const Int             rowLength = cpu::RoundUp(cpu::RoundUp(x.Wlen[0], lanes) + m_S - 2, lanes);
-    std::vector<double> & buffer = scratch.Values;
-    const size_t need = static_cast<size_t>(weightCells + ringCells + rowLength + cpu::MaximumLanes); // + alignment
+    const int                                    last = m_L.n - 1;
+    std::array<cpu::ShiftJob, cpu::MaximumBatch> jobs;
+    int                                          count = 0;
+    while (count < cpu::MaximumBatch && first + count < end &&
+           m_Shifts[static_cast<size_t>(first + count)][last] == m_Shifts[static_cast<size_t>(first)][last])
+    {
+      jobs[count] =
+        MakeJob(c, m_Shifts[static_cast<size_t>(first + count)], scratch.Values[count], scratch.Slots[count]);
+      ++count;
+    }
+    m_Kernels.ProcessShifts(jobs.data(), count);
+    return count;
+  }
+
+  /** The kernels' job for chunk c and shift t, with its scratch. */
+  cpu::ShiftJob
+  MakeJob(const Chunk & c, const Shift & t, std::vector<double> & buffer, std::vector<const double *> & slots)
+  {
+    const ShiftBoxes x = BoxesOf(c, t);
+    const int        lanes = m_Kernels.Lanes;
+    const int        last = m_L.n - 1;
+    const Int        slabCells = x.B[last];
+    const Int        weightSlabs = std::abs(t[last]) + 1; // the ring of W slabs (cpu::ShiftJob)
+    const Int        weightCells = slabCells * weightSlabs;
+    const Int        ringCells = slabCells * (m_S - 1);
+    const Int        rowLength = cpu::RoundUp(cpu::RoundUp(x.Wlen[0], lanes) + m_S - 2, lanes);
+    const size_t     need = static_cast<size_t>(weightCells + ringCells + rowLength + cpu::MaximumLanes); // + alignment
     if (buffer.size() < need)
     {
       buffer.resize(need);
     }
-    scratch.Slots.resize(static_cast<size_t>(std::max(1, m_S - 1)));
+    slots.resize(static_cast<size_t>(std::max(1, m_S - 1)));
     const int     K = m_L.K;
     cpu::ShiftJob job;
     job.Dimension = m_L.n;
@@ -493,7 +512,7 @@ private:
     const auto misalignment = reinterpret_cast<std::uintptr_t>(buffer.data()) % 64;
     job.Weights = buffer.data() + (misalignment == 0 ? 0 : (64 - misalignment) / sizeof(double));
     job.Ring = job.Weights + weightCells;
-    job.RingSlots = scratch.Slots.data();
+    job.RingSlots = slots.data();
     job.Row = job.Ring + ringCells;
     job.YAtD = m_Y.data() + K * YOffset(x.Dlo[0], x.Dlo[1], x.Dlo[2], x.Dlo[3]);
     job.ShiftOffset = ShiftOffset(t);
@@ -511,7 +530,7 @@ private:
     const Int o = c.lo[0] + c.lo[1] * m_OutStride[1] + c.lo[2] * m_OutStride[2] + c.lo[3] * m_OutStride[3];
     job.WeightSum = m_WeightSum.data() + o;
     job.Result = m_Result.data() + K * o;
-    m_Kernels.ProcessShift(job);
+    return job;
   }
 
   const Layout &       m_L;

@@ -37,6 +37,9 @@ namespace cpu
 /** The most doubles in a vector of any target. */
 constexpr int MaximumLanes = 8;
 
+/** The most shifts one call of Kernels::ProcessShifts takes. */
+constexpr int MaximumBatch = 4;
+
 /** n rounded up to a multiple of lanes. The kernels compute whole vectors along axis 0: the rows of
  * the weight buffer hold RoundUp(WSize[0], Lanes) values (Stride[1] at least that), the scratch row
  * RoundUp(RoundUp(WSize[0], Lanes) + Window - 1, Lanes), and the padded input is followed by
@@ -95,8 +98,9 @@ struct Kernels
 {
   const char * Name;
   int          Lanes;
-  /** The weights of the job's shift over its W box, then both terms of every cell of its chunk. */
-  void (*ProcessShift)(const ShiftJob & job);
+  /** For `count` (at most MaximumBatch) jobs of one chunk and of consecutive shifts with the same
+   * last component: the weights of each shift over its W box and both terms of every cell. */
+  void (*ProcessShifts)(const ShiftJob * jobs, int count);
   /** out[i] = nlm::FastModeWeight(raw[i], norm, alpha) for i < count (what ProcessShift uses). */
   void (*Weights)(const double * raw, std::int64_t count, double norm, double alpha, double * out);
 };

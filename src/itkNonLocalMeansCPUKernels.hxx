@@ -260,106 +260,130 @@ ConstantWeights(const ShiftJob & j, double * slab)
   });
 }
 
-/** 4. Both terms of every cell of slab `i` of the chunk (index i on the last axis), in the
- * contract's order: W += a.w; W += b.w; R_k += a.w * a.Y_k; R_k += b.w * b.Y_k, where a is the
- * target term when TargetFirst. The weights come from the W slabs holding w(x, t) and w(x - t, t). */
+/** 4. Both terms of every cell of slab `i` of the chunk (index i on the last axis) for each of
+ * `count` shifts in order, in the contract's order: W += a.w; W += b.w; R_k += a.w * a.Y_k;
+ * R_k += b.w * b.Y_k, where a is the target term when TargetFirst. The weights of shift s come from
+ * its W slabs centre[s] (holding w(x, t)) and target[s] (w(x - t, t)). The accumulators are read
+ * and written once for all the shifts. */
 void
-GatherSlab(const ShiftJob & j, Int i, const double * centreSlab, const double * targetSlab)
+GatherSlab(const ShiftJob * jobs, int count, Int i, const double * const * centre, const double * const * target)
 {
-  const int K = j.Components;
-  const int last = j.Dimension - 1;
-  Int       size[4] = { j.ChunkSize[0], j.ChunkSize[1], j.ChunkSize[2], j.ChunkSize[3] };
+  const ShiftJob & j = jobs[0]; // the chunk, its input and its accumulators are the same for all
+  const int        K = j.Components;
+  const int        last = j.Dimension - 1;
+  Int              size[4] = { j.ChunkSize[0], j.ChunkSize[1], j.ChunkSize[2], j.ChunkSize[3] };
   size[last] = 1;
   const double * yi = j.YAtChunk + i * j.YStride[last];
   double *       wsi = j.WeightSum + i * j.OutputStride[last];
   double *       rsi = j.Result + K * i * j.OutputStride[last];
-  ForRows(size, j.Stride, [&](Int offset, Int i1, Int i2, Int i3) {
-    const double * wc = centreSlab + j.CentreWeight + offset;
-    const double * wt = targetSlab + j.CentreWeight + j.TargetWeightOffset + offset;
+  ForRows(size, j.OutputStride, [&](Int o, Int i1, Int i2, Int i3) {
+    const double * wa[MaximumBatch];
+    const double * ya[MaximumBatch];
+    const double * wb[MaximumBatch];
+    const double * yb[MaximumBatch];
     const double * y = yi + i1 * j.YStride[1] + i2 * j.YStride[2] + i3 * j.YStride[3];
-    const double * yc = y + j.ShiftOffset;
-    const double * yt = y - j.ShiftOffset;
-    const Int      o = i1 * j.OutputStride[1] + i2 * j.OutputStride[2] + i3 * j.OutputStride[3];
-    double *       ws = wsi + o;
-    double *       rs = rsi + K * o;
-    const double * wa = j.TargetFirst ? wt : wc;
-    const double * ya = j.TargetFirst ? yt : yc;
-    const double * wb = j.TargetFirst ? wc : wt;
-    const double * yb = j.TargetFirst ? yc : yt;
-    const Int      n = j.ChunkSize[0];
-    const Int      full = n / Lanes * Lanes;
-    if (K == 1)
+    for (int s = 0; s < count; ++s)
     {
-      for (Int x = 0; x < full; x += Lanes)
-      {
-        const V a = Load(wa + x);
-        const V b = Load(wb + x);
-        Store(ws + x, (Load(ws + x) + a) + b);
-        Store(rs + x, (Load(rs + x) + a * Load(ya + x)) + b * Load(yb + x));
-      }
+      const ShiftJob & js = jobs[s];
+      const Int        offset = i1 * js.Stride[1] + i2 * js.Stride[2] + i3 * js.Stride[3];
+      const double *   wc = centre[s] + js.CentreWeight + offset;
+      const double *   wt = target[s] + js.CentreWeight + js.TargetWeightOffset + offset;
+      const double *   yc = y + js.ShiftOffset;
+      const double *   yt = y - js.ShiftOffset;
+      wa[s] = js.TargetFirst ? wt : wc;
+      ya[s] = js.TargetFirst ? yt : yc;
+      wb[s] = js.TargetFirst ? wc : wt;
+      yb[s] = js.TargetFirst ? yc : yt;
     }
-    else
+    double *  ws = wsi + o;
+    double *  rs = rsi + K * o;
+    const Int n = j.ChunkSize[0];
+    const Int full = (K == 1) ? n / Lanes * Lanes : 0;
+    for (Int x = 0; x < full; x += Lanes)
     {
-      for (Int x = 0; x < full; x += Lanes)
+      V w = Load(ws + x);
+      V r = Load(rs + x);
+      for (int s = 0; s < count; ++s)
       {
-        Store(ws + x, (Load(ws + x) + Load(wa + x)) + Load(wb + x));
+        const V a = Load(wa[s] + x);
+        const V b = Load(wb[s] + x);
+        w = (w + a) + b;
+        r = (r + a * Load(ya[s] + x)) + b * Load(yb[s] + x);
       }
+      Store(ws + x, w);
+      Store(rs + x, r);
     }
-    // The rest of the row, and every channel when K > 1, lane by lane (the same arithmetic).
+    // The rest of the row, and every cell when K > 1, one by one (the same arithmetic).
     for (Int x = full; x < n; ++x)
     {
-      ws[x] = (ws[x] + wa[x]) + wb[x];
-    }
-    for (Int x = (K == 1) ? full : 0; x < n; ++x)
-    {
-      for (int k = 0; k < K; ++k)
+      for (int s = 0; s < count; ++s)
       {
-        rs[K * x + k] = (rs[K * x + k] + wa[x] * ya[K * x + k]) + wb[x] * yb[K * x + k];
+        ws[x] = (ws[x] + wa[s][x]) + wb[s][x];
+        for (int k = 0; k < K; ++k)
+        {
+          rs[K * x + k] = (rs[K * x + k] + wa[s][x] * ya[s][K * x + k]) + wb[s][x] * yb[s][K * x + k];
+        }
       }
     }
   });
 }
 
-/** One shift over one chunk, slab by slab along the last axis: each slab of the D box is summed
- * along every other axis into a ring of Window slabs; the last axis's sums over the ring give a W
- * slab of weights, kept in a ring of WeightSlabs (|t_last| + 1) slabs; as soon as a chunk slab's
- * two weight slabs are there, its cells receive their terms. Neither the D box nor the W box is
- * stored whole, so every pass works on cache-sized data whatever the chunk's size. */
+/** Up to MaximumBatch consecutive shifts with the same last component over one chunk, slab by slab
+ * along the last axis: for each shift, each slab of its D box is summed along every other axis
+ * into a ring of Window slabs; the last axis's sums over the ring give a W slab of weights, kept in
+ * a ring of WeightSlabs (|t_last| + 1) slabs; as soon as a chunk slab's weight slabs are there, its
+ * cells receive the terms of all the shifts. Neither the D box nor the W box is stored whole, so
+ * every pass works on cache-sized data whatever the chunk's size. */
 void
-ProcessShift(const ShiftJob & j)
+ProcessShifts(const ShiftJob * jobs, int count)
 {
-  const int last = j.Dimension - 1;
-  const Int slabCells = j.Stride[last];
-  const Int reach = (j.CentreSlab > j.TargetSlab) ? j.CentreSlab : j.TargetSlab; // |t_last|
-  auto      weightSlab = [&](Int k) { return j.Weights + (k % j.WeightSlabs) * slabCells; };
+  const ShiftJob & j = jobs[0]; // Window, the last axis's extents and slabs are the same for all
+  const int        last = j.Dimension - 1;
+  const Int        reach = (j.CentreSlab > j.TargetSlab) ? j.CentreSlab : j.TargetSlab; // |t_last|
+  auto weightSlab = [&](const ShiftJob & js, Int k) { return js.Weights + (k % js.WeightSlabs) * js.Stride[last]; };
+  const double * centre[MaximumBatch];
+  const double * target[MaximumBatch];
   if (j.Window == 0)
   {
-    ConstantWeights(j, j.Weights);
+    for (int s = 0; s < count; ++s)
+    {
+      ConstantWeights(jobs[s], jobs[s].Weights);
+      centre[s] = target[s] = jobs[s].Weights;
+    }
     for (Int i = 0; i < j.ChunkSize[last]; ++i)
     {
-      GatherSlab(j, i, j.Weights, j.Weights);
+      GatherSlab(jobs, count, i, centre, target);
     }
     return;
   }
   for (Int z = 0; z < j.DSize[last]; ++z)
   {
-    double * slab = j.Ring + (z % j.Window) * slabCells;
-    PatchTermsAndRowSums(j, z, slab);
-    MiddleAxesSums(j, slab);
     const Int k = z - j.Window + 1; // the W slab whose window ends at z
-    if (k < 0)
+    for (int s = 0; s < count; ++s)
     {
-      continue;
+      const ShiftJob & js = jobs[s];
+      const Int        slabCells = js.Stride[last];
+      double *         slab = js.Ring + (z % js.Window) * slabCells;
+      PatchTermsAndRowSums(js, z, slab);
+      MiddleAxesSums(js, slab);
+      if (k >= 0)
+      {
+        for (int w = 0; w < js.Window; ++w)
+        {
+          js.RingSlots[w] = js.Ring + ((k + w) % js.Window) * slabCells;
+        }
+        WeightsOfSlab(js, weightSlab(js, k));
+      }
     }
-    for (int s = 0; s < j.Window; ++s)
-    {
-      j.RingSlots[s] = j.Ring + ((k + s) % j.Window) * slabCells;
-    }
-    WeightsOfSlab(j, weightSlab(k));
     const Int i = k - reach; // the chunk slab whose weights are all there now
-    if (i >= 0)
+    if (k >= 0 && i >= 0)
     {
-      GatherSlab(j, i, weightSlab(i + j.CentreSlab), weightSlab(i + j.TargetSlab));
+      for (int s = 0; s < count; ++s)
+      {
+        centre[s] = weightSlab(jobs[s], i + jobs[s].CentreSlab);
+        target[s] = weightSlab(jobs[s], i + jobs[s].TargetSlab);
+      }
+      GatherSlab(jobs, count, i, centre, target);
     }
   }
 }
@@ -388,7 +412,7 @@ Weights(const double * raw, Int count, double norm, double alpha, double * out)
   }
 }
 
-const Kernels kKernels{ NLM_TARGET, NLM_LANES, &ProcessShift, &Weights };
+const Kernels kKernels{ NLM_TARGET, NLM_LANES, &ProcessShifts, &Weights };
 } // namespace
 } // namespace NLM_NAMESPACE
 
