@@ -66,10 +66,23 @@ Store(double * p, V v)
   *p = v;
 }
 
-inline V
-Weight(V raw, double norm, double alpha)
+/** What the weight of a job needs, copied out of the job so that the loops keep it in registers. */
+struct WeightParameters
 {
-  return FastModeWeight(raw, norm, alpha);
+  double Norm;
+  double Alpha;
+};
+
+inline WeightParameters
+WeightParametersOf(double norm, double alpha)
+{
+  return WeightParameters{ norm, alpha };
+}
+
+inline V
+Weight(V raw, WeightParameters w)
+{
+  return FastModeWeight(raw, w.Norm, w.Alpha);
 }
 #else
 typedef double        V __attribute__((vector_size(8 * NLM_LANES)));
@@ -110,20 +123,42 @@ Select(VU64 mask, V a, V b)
  * c + kExpBC in the low 32 bits of its representation, which a 64-bit shift moves to the high
  * word. alpha = 0.5 is a decrement of the exponent field (fe's values are normal numbers). Lanes
  * beyond the cutoff compute garbage (no integer conversion is involved) and are then set to 0. */
-inline V
-Weight(V raw, double norm, double alpha)
+constexpr double kMagic = 6755399441055744.0; // 1.5 * 2^52
+
+/** What the weight of a job needs, copied out of the job so that the loops keep it in registers:
+ * the norm, and the constant that turns the ceiling into fe's high word (alpha = 0.5 subtracts
+ * 2^20 from the high word: the exponent minus one). */
+struct WeightParameters
 {
-  const V      zero = Splat(0.0);
-  const V      dist = Select((VU64)(zero > raw), zero, raw) / Splat(norm);
-  const V      p = Splat(kExpA) * (-dist);
-  const double magic = 6755399441055744.0; // 1.5 * 2^52
-  const V      nearest = (p + Splat(magic)) - Splat(magic);
-  const V      c = Select((VU64)(nearest < p), nearest + Splat(1.0), nearest);
-  const double offset = magic + kExpBC - (alpha == 0.5 ? 1048576.0 : 0.0); // 2^20: exponent - 1
-  const V      fe = (V)(((VU64)(c + Splat(offset))) << 32);
+  V Norm;
+  V Offset;
+};
+
+inline WeightParameters
+WeightParametersOf(double norm, double alpha)
+{
+  return WeightParameters{ Splat(norm), Splat(kMagic + kExpBC - (alpha == 0.5 ? 1048576.0 : 0.0)) };
+}
+
+inline V
+Weight(V raw, WeightParameters w)
+{
+  const V zero = Splat(0.0);
+  const V dist = Select((VU64)(zero > raw), zero, raw) / w.Norm;
+  const V p = Splat(kExpA) * (-dist);
+  const V nearest = (p + Splat(kMagic)) - Splat(kMagic);
+  const V c = Select((VU64)(nearest < p), nearest + Splat(1.0), nearest);
+  const V fe = (V)(((VU64)(c + w.Offset)) << 32);
   return Select((VU64)(dist > Splat(kDistanceCutoff)), zero, fe);
 }
 #endif
+
+/** a modulo n for a in [-n, 2n). */
+inline Int
+Wrapped(Int a, Int n)
+{
+  return (a >= n) ? a - n : ((a < 0) ? a + n : a);
+}
 
 /** p[0] + p[step] + ... + p[(window - 1) step], left to right, on each lane. */
 inline V
@@ -231,6 +266,7 @@ WeightsOfSlab(const ShiftJob & j, double * weights)
   Int       extent[4] = { RoundUp(j.WSize[0], Lanes), j.WSize[1], j.WSize[2], j.WSize[3] };
   extent[last] = 1;
   const double * const * slots = j.RingSlots;
+  const WeightParameters weight = WeightParametersOf(j.Norm, j.Alpha);
   ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
     for (Int i = 0; i < extent[0]; i += Lanes)
     {
@@ -239,7 +275,7 @@ WeightsOfSlab(const ShiftJob & j, double * weights)
       {
         acc = acc + Load(slots[s] + offset + i);
       }
-      Store(weights + offset + i, Weight(acc, j.Norm, j.Alpha));
+      Store(weights + offset + i, Weight(acc, weight));
     }
   });
 }
@@ -248,7 +284,7 @@ WeightsOfSlab(const ShiftJob & j, double * weights)
 void
 ConstantWeights(const ShiftJob & j, double * slab)
 {
-  const V   w = Weight(Splat(0.0), j.Norm, j.Alpha);
+  const V   w = Weight(Splat(0.0), WeightParametersOf(j.Norm, j.Alpha));
   const int last = j.Dimension - 1;
   Int       extent[4] = { RoundUp(j.WSize[0], Lanes), j.WSize[1], j.WSize[2], j.WSize[3] };
   extent[last] = 1;
@@ -340,9 +376,8 @@ ProcessShifts(const ShiftJob * jobs, int count)
   const ShiftJob & j = jobs[0]; // Window, the last axis's extents and slabs are the same for all
   const int        last = j.Dimension - 1;
   const Int        reach = (j.CentreSlab > j.TargetSlab) ? j.CentreSlab : j.TargetSlab; // |t_last|
-  auto weightSlab = [&](const ShiftJob & js, Int k) { return js.Weights + (k % js.WeightSlabs) * js.Stride[last]; };
-  const double * centre[MaximumBatch];
-  const double * target[MaximumBatch];
+  const double *   centre[MaximumBatch];
+  const double *   target[MaximumBatch];
   if (j.Window == 0)
   {
     for (int s = 0; s < count; ++s)
@@ -356,34 +391,46 @@ ProcessShifts(const ShiftJob * jobs, int count)
     }
     return;
   }
+  const Int window = j.Window;
+  const Int slabs = j.WeightSlabs; // reach + 1
+  Int       zSlot = 0;             // z % window: the ring slot of D slab z
+  Int       kSlot = 0;             // k % slabs: the weight ring slot of W slab k
   for (Int z = 0; z < j.DSize[last]; ++z)
   {
-    const Int k = z - j.Window + 1; // the W slab whose window ends at z
+    const Int k = z - window + 1; // the W slab whose window ends at z
     for (int s = 0; s < count; ++s)
     {
       const ShiftJob & js = jobs[s];
       const Int        slabCells = js.Stride[last];
-      double *         slab = js.Ring + (z % js.Window) * slabCells;
+      double *         slab = js.Ring + zSlot * slabCells;
       PatchTermsAndRowSums(js, z, slab);
       MiddleAxesSums(js, slab);
       if (k >= 0)
       {
-        for (int w = 0; w < js.Window; ++w)
+        const Int first = Wrapped(zSlot + 1, window); // D slab k's slot
+        for (Int w = 0; w < window; ++w)
         {
-          js.RingSlots[w] = js.Ring + ((k + w) % js.Window) * slabCells;
+          js.RingSlots[w] = js.Ring + Wrapped(first + w, window) * slabCells;
         }
-        WeightsOfSlab(js, weightSlab(js, k));
+        WeightsOfSlab(js, js.Weights + kSlot * slabCells);
       }
     }
     const Int i = k - reach; // the chunk slab whose weights are all there now
     if (k >= 0 && i >= 0)
     {
+      // W slab i + CentreSlab is k when CentreSlab is the reach, else i = k - reach, k + 1 modulo slabs.
       for (int s = 0; s < count; ++s)
       {
-        centre[s] = weightSlab(jobs[s], i + jobs[s].CentreSlab);
-        target[s] = weightSlab(jobs[s], i + jobs[s].TargetSlab);
+        const Int slabCells = jobs[s].Stride[last];
+        centre[s] = jobs[s].Weights + (jobs[s].CentreSlab == reach ? kSlot : Wrapped(kSlot + 1, slabs)) * slabCells;
+        target[s] = jobs[s].Weights + (jobs[s].TargetSlab == reach ? kSlot : Wrapped(kSlot + 1, slabs)) * slabCells;
       }
       GatherSlab(jobs, count, i, centre, target);
+    }
+    zSlot = Wrapped(zSlot + 1, window);
+    if (k >= 0)
+    {
+      kSlot = Wrapped(kSlot + 1, slabs);
     }
   }
 }
@@ -391,10 +438,11 @@ ProcessShifts(const ShiftJob * jobs, int count)
 void
 Weights(const double * raw, Int count, double norm, double alpha, double * out)
 {
-  Int i = 0;
+  const WeightParameters weight = WeightParametersOf(norm, alpha);
+  Int                    i = 0;
   for (; i + Lanes <= count; i += Lanes)
   {
-    Store(out + i, Weight(Load(raw + i), norm, alpha));
+    Store(out + i, Weight(Load(raw + i), weight));
   }
   if (i < count) // the last values through a whole vector
   {
@@ -404,7 +452,7 @@ Weights(const double * raw, Int count, double norm, double alpha, double * out)
     {
       in[k - i] = raw[k];
     }
-    Store(result, Weight(Load(in), norm, alpha));
+    Store(result, Weight(Load(in), weight));
     for (Int k = i; k < count; ++k)
     {
       out[k] = result[k - i];
