@@ -37,7 +37,7 @@
 #undef NLM_NAMESPACE
 #undef NLM_KERNELS_GETTER
 
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(_MSC_VER)
 #  define NLM_LANES 2
 #  if defined(__x86_64__) || defined(_M_X64)
 #    define NLM_TARGET "sse2"
@@ -72,7 +72,8 @@ namespace
 bool
 CPURuns(const char * feature)
 {
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && !defined(_MSC_VER)
+  // (clang-cl does not link the run-time support of __builtin_cpu_supports; it builds no AVX target.)
   __builtin_cpu_init();
   if (std::string(feature) == "avx512f")
   {
@@ -90,11 +91,11 @@ std::vector<const Kernels *>
 AvailableKernels()
 {
   std::vector<const Kernels *> available;
-  if (AVX512Kernels() != nullptr && CPURuns("avx512f"))
+  if (CPURuns("avx512f") && AVX512Kernels() != nullptr)
   {
     available.push_back(AVX512Kernels());
   }
-  if (AVX2Kernels() != nullptr && CPURuns("avx2"))
+  if (CPURuns("avx2") && AVX2Kernels() != nullptr)
   {
     available.push_back(AVX2Kernels());
   }

@@ -44,7 +44,7 @@ constexpr int MaximumBatch = 4;
  * the weight buffer hold RoundUp(WSize[0], Lanes) values (Stride[1] at least that), the scratch row
  * RoundUp(RoundUp(WSize[0], Lanes) + Window - 1, Lanes), and the padded input is followed by
  * 2 * MaximumLanes cells that may be read (their values never reach an output). */
-inline std::int64_t
+static inline std::int64_t // internal linkage: no copy compiled for a wider target is shared
 RoundUp(std::int64_t n, int lanes)
 {
   return (n + lanes - 1) / lanes * lanes;
@@ -101,7 +101,8 @@ struct Kernels
   /** For `count` (at most MaximumBatch) jobs of one chunk and of consecutive shifts with the same
    * last component: the weights of each shift over its W box and both terms of every cell. */
   void (*ProcessShifts)(const ShiftJob * jobs, int count);
-  /** out[i] = nlm::FastModeWeight(raw[i], norm, alpha) for i < count (what ProcessShift uses). */
+  /** out[i] = nlm::FastModeWeight(raw[i], norm, alpha) for i < count (what ProcessShifts uses);
+   * alpha is the contract's 0.5 or 1.0. */
   void (*Weights)(const double * raw, std::int64_t count, double norm, double alpha, double * out);
 };
 

@@ -135,7 +135,7 @@ struct WeightParameters
 };
 
 inline WeightParameters
-WeightParametersOf(double norm, double alpha)
+WeightParametersOf(double norm, double alpha) // alpha: 0.5 or 1.0
 {
   return WeightParameters{ Splat(norm), Splat(kMagic + kExpBC - (alpha == 0.5 ? 1048576.0 : 0.0)) };
 }

@@ -54,8 +54,9 @@ struct Overrides
    * cache key), e.g. "-Xptxas=-v -lineinfo". */
   std::vector<std::string> NvrtcOptions;
 
-  /** CUDANONLOCALMEANS_CPU_SIMD: the CPU backend's SIMD target (avx512, avx2, sse2, neon, scalar;
-   * "" or auto: the best one this CPU runs). All give bitwise the same output. */
+  /** CUDANONLOCALMEANS_CPU_SIMD: the CPU backend's SIMD target (avx512, avx2, sse2, neon, vector2
+   * (2 lanes on other processors), scalar; "" or auto: the best one this CPU runs). All give bitwise
+   * the same output. */
   std::string CPUInstructionSet;
 
   // Seams for tests and tuning; the defaults are the planner's choice.

@@ -28,6 +28,7 @@
 #include "itkNonLocalMeansOverrides.h"
 #include "itkGTest.h"
 #include "itkImageRegionConstIteratorWithIndex.h"
+#include "itkStreamingImageFilter.h"
 #include "itkVectorImage.h"
 
 #include <cmath>
@@ -183,10 +184,17 @@ ContractOutput(const TImage * image, int patchSize, int d, double h, double sigm
   return out;
 }
 
-/** The filter's output on the CPU backend with the given SIMD target, flattened like ContractOutput. */
+/** The filter's output on the CPU backend with the SIMD target in force, flattened like
+ * ContractOutput; computed in `streams` pieces (StreamingImageFilter). */
 template <typename TImage>
 std::vector<double>
-FilterOutput(const TImage * image, int patchSize, int d, double h, double sigma, std::string & configuration)
+FilterOutput(const TImage * image,
+             int            patchSize,
+             int            d,
+             double         h,
+             double         sigma,
+             unsigned int   streams,
+             std::string &  configuration)
 {
   using FilterType = itk::CudaNonLocalMeansImageFilter<TImage>;
   auto filter = FilterType::New();
@@ -216,7 +224,13 @@ FilterOutput(const TImage * image, int patchSize, int d, double h, double sigma,
 /** Every target and two chunkings against the contract's direct sums. */
 template <typename TImage>
 void
-CheckEveryTarget(const std::string & name, const TImage * image, int patchSize, int d, double h, double sigma)
+CheckEveryTarget(const std::string & name,
+                 const TImage *      image,
+                 int                 patchSize,
+                 int                 d,
+                 double              h,
+                 double              sigma,
+                 unsigned int        streams = 1)
 {
   const std::vector<double> expected = ContractOutput(image, patchSize, d, h, sigma);
   for (const itk::nlm::cpu::Kernels * kernels : itk::nlm::cpu::AvailableKernels())
@@ -228,7 +242,7 @@ CheckEveryTarget(const std::string & name, const TImage * image, int patchSize, 
       o.CPUChunkCells = chunkCells;
       const ScopedOverrides     scoped(o);
       std::string               configuration;
-      const std::vector<double> actual = FilterOutput(image, patchSize, d, h, sigma, configuration);
+      const std::vector<double> actual = FilterOutput(image, patchSize, d, h, sigma, streams, configuration);
       EXPECT_NE(configuration.find(kernels->Name), std::string::npos) << configuration;
       ASSERT_EQ(actual.size(), expected.size());
       size_t differing = 0;
