@@ -62,13 +62,17 @@ BaseConfiguration(const Problem & p)
   return base;
 }
 
-/** Whether the 3D column kernel applies: 3D, patch 3 to 11, not switched off, and weights that
- * can use the scaled form (-kExpA / norm a finite double: h above about 1e-151). */
+/** Whether the 3D column kernel applies: 3D, patch 3 (3 to 11 when its shape is forced), not
+ * switched off, and weights that can use the scaled form (-kExpA / norm a finite double: h above
+ * about 1e-151). From patch 5 on the tiled kernel is as fast or faster on an H200 (256^3 float64:
+ * equal at patch 5, 2x at patch 7, up to 8x at patch 11) and compiles in a fraction of the time
+ * (0.3-0.5 s against 0.9-6 s cold; BENCHMARKS.md). */
 bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
-  return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= 11 && o.TileShape.empty() && !o.ColumnKernelOff &&
-         std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+  const int largestPatch = o.ColumnShape.empty() ? 3 : 11;
+  return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= largestPatch && o.TileShape.empty() &&
+         !o.ColumnKernelOff && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an

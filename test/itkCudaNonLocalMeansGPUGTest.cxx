@@ -390,6 +390,26 @@ TEST(CudaNonLocalMeansGPU, TileShapesSlabSplitsAndStreamingChangeNoBit)
       sameWith("CUDANONLOCALMEANS_COLUMNS", columns, std::string("forced columns ") + columns, "columns");
     }
     sameWith("CUDANONLOCALMEANS_COLUMNS", "0", "tiled kernel chosen in 3D", "z-segments");
+    // From patch 5 on the tiled kernel is the default; the column kernel still serves these
+    // patches when its shape is forced.
+    for (int patch : { 5, 7, 11 })
+    {
+      const Params      params{ patch, 2, 0.1, 0.05 };
+      const auto        cpuPatch = Compute(input.GetPointer(), params, BackendEnum::CPU);
+      const std::string what = "patch " + std::to_string(patch);
+      for (const char * columns : { static_cast<const char *>(nullptr), "1,4,4,1" })
+      {
+        SetEnv("CUDANONLOCALMEANS_COLUMNS", columns);
+        std::string info;
+        const auto  gpu = Compute(input.GetPointer(), params, BackendEnum::CUDA, &info);
+        SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+        const char * expected = columns ? "columns" : "z-segments";
+        Check(itk::nlm_test::CountDifferences(
+                cpuPatch.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), what) == 0 &&
+                info.find(expected) != std::string::npos,
+              what + " (" + info + ") == CPU");
+      }
+    }
     // Lower the memory budget until the volume no longer fits in one slab, then further.
     int multiSlabRuns = 0;
     for (itk::SizeValueType memory = 4000000; memory > 50000; memory = memory * 2 / 3)

@@ -81,6 +81,11 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 1, 7, 11, 16, 8, 4, 1, 128, 1, false, false, false, false },
     { 3, 2, 1, 1, 16, 16, 4, 1, 256, 1, false, false, false, false },
     { 3, 1, 3, 3, 8, 8, 8, 1, 128, 4, true, true, true, false },
+    // Large patches and distances (the tiled kernel; nothing is unrolled per patch offset)
+    { 3, 1, 11, 5, 16, 16, 16, 1, 1024, 2, true, true, false, false },
+    { 3, 1, 21, 21, 16, 16, 8, 1, 256, 1, true, true, false, false },
+    { 2, 1, 21, 21, 32, 16, 1, 1, 256, 1, true, true, false, false },
+    { 4, 1, 21, 3, 8, 8, 4, 4, 256, 1, true, true, false, false },
     // 3D columns
     { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, false, false, false, false, 2 },
     { 3, 1, 3, 3, 31, 8, 8, 1, 256, 1, true, true, false, false, 1 },

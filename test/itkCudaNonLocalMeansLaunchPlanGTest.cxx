@@ -167,7 +167,7 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
               if (c.Rows > 0)
               {
                 EXPECT_EQ(n, 3u) << "the column kernel is 3D only";
-                EXPECT_GE(c.PatchSize, 3);
+                EXPECT_EQ(c.PatchSize, 3) << "the column kernel serves patch 3 unless its shape is forced";
               }
               else
               {
@@ -198,6 +198,17 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes3DSmallPatchesUnlessSwitchedOff)
   off.ColumnKernelOff = true;
   EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, off).Rows, 0);
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 3, 3), h200, Overrides{}).Rows, 0);
+  // From patch 5 on the tiled kernel is chosen, unless a column shape is forced.
+  Overrides forced;
+  forced.ColumnShape = { 1, 4, 4, 1 };
+  for (int patch : { 4, 5, 7, 11 })
+  {
+    const Problem q = MakeProblem(3, { 64, 48, 40 }, patch, 2);
+    EXPECT_EQ(itk::nlm::ChooseConfiguration(q, h200, Overrides{}).Rows, 0) << "patch " << patch;
+    EXPECT_EQ(itk::nlm::ChooseConfiguration(q, h200, forced).Rows, 1) << "patch " << patch;
+  }
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 13, 2), h200, forced).Rows, 0)
+    << "the column kernel takes patches up to 11";
 }
 
 TEST(NonLocalMeansLaunchPlan, ForcedShapesAreUsed)
@@ -222,13 +233,19 @@ TEST(NonLocalMeansLaunchPlan, SlabsCoverTheOutputOnceWithinTheMemoryBudget)
 {
   for (const auto & device : RealDevices())
   {
-    for (std::uint64_t budget : { std::uint64_t{ 0 }, std::uint64_t{ 3 } << 20, std::uint64_t{ 1 } << 20 })
+    // Patch 3: the column kernel (slabs of 2 planes and more); patch 5: the tiled kernel (8 and more).
+    for (const auto & [patch, budget] : std::vector<std::pair<int, std::uint64_t>>{ { 3, 0 },
+                                                                                    { 3, std::uint64_t{ 3 } << 20 },
+                                                                                    { 3, std::uint64_t{ 1 } << 20 },
+                                                                                    { 5, 0 },
+                                                                                    { 5, std::uint64_t{ 3 } << 20 },
+                                                                                    { 5, std::uint64_t{ 2 } << 20 } })
     {
-      Problem p = MakeProblem(3, { 61, 47, 83 }, 5, 2);
+      Problem p = MakeProblem(3, { 61, 47, 83 }, patch, 2);
       p.MaximumGPUMemory = budget;
       const LaunchPlan plan =
         itk::nlm::PlanSlabs(p, itk::nlm::ChooseConfiguration(p, device.Limits, Overrides{}), device.Limits);
-      EXPECT_EQ(plan.Slabs > 1, budget > 0) << device.Name << ", budget " << budget;
+      EXPECT_EQ(plan.Slabs > 1, budget > 0) << device.Name << ", patch " << patch << ", budget " << budget;
       EXPECT_LE(plan.DeviceBytes, plan.MemoryBudget);
       ExpectSlabsCoverTheOutputOnce(p, plan);
     }
