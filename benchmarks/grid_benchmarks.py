@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""GPU throughput over patch size and patch distance (issue 12), with a plot.
+
+    python3 benchmarks/grid_benchmarks.py --benchmark build/bin/CudaNonLocalMeansBenchmark \
+        [--before /path/to/older/CudaNonLocalMeansBenchmark] [--out grid.json] [--plot grid.png]
+    python3 benchmarks/grid_benchmarks.py --replot grid.json --plot grid.png
+
+Grids: 3D 256^3, patch {3, 5, 7, 9, 11} x distance {3, 5, 7, 11}; 2D 4096^2, patch {3, 7, 11} x
+distance {5, 11}. Float32 input, float64 arithmetic (the default), h 0.08, sigma 0.05. For each cell
+the benchmark program (a new process, its own kernel cache) gives the median kernel time (CUDA
+events) of --repeats warm Updates; scikit-image 0.26.0 runs in the same session on a crop (32^3,
+512^2). Throughput is voxel-offsets per second: voxels x (2 d + 1)^dims / s. The plot shows the
+kernel throughput of each program against the patch size, a line per distance.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "scripts"))
+from nlm_mha import write_mha  # noqa: E402
+from run_benchmarks import make_input, run_program  # noqa: E402
+
+GRIDS = {
+    "3d": {"shape": (256, 256, 256), "patches": [3, 5, 7, 9, 11], "distances": [3, 5, 7, 11], "crop": 32},
+    "2d": {"shape": (4096, 4096), "patches": [3, 7, 11], "distances": [5, 11], "crop": 512},
+}
+
+
+def time_cell(program, path, s, d, repeats, cache):
+    env = dict(os.environ, CUDANONLOCALMEANS_KERNEL_CACHE_DIR=cache)
+    cmd = [program, "--input", path, "--patch-size", str(s), "--patch-distance", str(d), "--h", "0.08",
+           "--sigma", "0.05", "--repeats", str(repeats), "--no-cpu"]
+    try:
+        r = run_program(cmd, env)
+    except RuntimeError as e:  # e.g. a configuration beyond the GPU's shared memory
+        return {"error": str(e).splitlines()[-1][:300]}
+    return {k: r[k] for k in ("kernel_ms_median", "kernel_vops", "first_compile_ms", "configuration") if k in r}
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(results["grids"]), figsize=(6 * len(results["grids"]), 4.5))
+    axes = np.atleast_1d(axes)
+    styles = {"after": "-", "before": "--"}
+    for ax, (name, grid) in zip(axes, results["grids"].items()):
+        for d_index, d in enumerate(grid["distances"]):
+            color = f"C{d_index}"
+            for program in ("before", "after"):
+                cells = [c for c in grid["cells"] if c["d"] == d and program in c and "kernel_vops" in c[program]]
+                if cells:
+                    ax.plot([c["s"] for c in cells], [c[program]["kernel_vops"] for c in cells], styles[program],
+                            color=color, marker="o", label=f"d {d} ({program})")
+        ax.set_title(f"{name.upper()} {'x'.join(map(str, grid['shape']))}, float64 arithmetic")
+        ax.set_xlabel("patch size")
+        ax.set_ylabel("kernel voxel-offsets / s")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(results.get("title", "CudaNonLocalMeans on the GPU"))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--benchmark")
+    parser.add_argument("--before", default=None)
+    parser.add_argument("--grids", default="3d,2d")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--plot", default=None)
+    parser.add_argument("--replot", default=None, help="plot this JSON file instead of measuring")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args()
+    if args.replot:
+        with open(args.replot) as f:
+            results = json.load(f)
+        if args.title:
+            results["title"] = args.title
+        plot(results, args.plot)
+        return
+
+    import skimage
+    from skimage.restoration import denoise_nl_means
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="nlm-grid-")
+    os.makedirs(workdir, exist_ok=True)
+    programs = {"after": args.benchmark}
+    if args.before:
+        programs["before"] = args.before
+    results = {"skimage": skimage.__version__, "grids": {}}
+    if args.title:
+        results["title"] = args.title
+    for name in args.grids.split(","):
+        g = GRIDS[name]
+        image = make_input(g["shape"], 1, "float32")
+        path = os.path.join(workdir, f"grid-{name}.mha")
+        write_mha(path, image, 1)
+        crop = np.ascontiguousarray(image[tuple(slice(0, g["crop"]) for _ in g["shape"])])
+        grid = {"shape": list(g["shape"]), "patches": g["patches"], "distances": g["distances"], "cells": []}
+        for d in g["distances"]:
+            for s in g["patches"]:
+                offsets = (2 * d + 1) ** len(g["shape"])
+                cell = {"s": s, "d": d}
+                for label, program in programs.items():
+                    cell[label] = time_cell(program, path, s, d, args.repeats, os.path.join(workdir, f"cache-{label}"))
+                t = time.perf_counter()
+                denoise_nl_means(crop, patch_size=s, patch_distance=d, h=0.08, sigma=0.05, fast_mode=True,
+                                 preserve_range=True)
+                seconds = time.perf_counter() - t
+                cell["skimage"] = {"shape": list(crop.shape), "seconds": seconds, "vops": crop.size * offsets / seconds}
+                grid["cells"].append(cell)
+                print(f"{name} s{s} d{d}: {json.dumps(cell)}", flush=True)
+        results["grids"][name] = grid
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    print()
+    print("| grid | patch | distance | " + " | ".join(f"{p} kernel ms (VOPS)" for p in programs) +
+          " | vs scikit-image |")
+    print("|---|---|---|" + "---|" * len(programs) + "---|")
+    for name, grid in results["grids"].items():
+        for c in grid["cells"]:
+            cols = []
+            for p in programs:
+                r = c[p]
+                cols.append(f"{r['kernel_ms_median']:.1f} ({r['kernel_vops']:.2e})" if "kernel_vops" in r else "refused")
+            a = c["after"]
+            ratio = f"{a['kernel_vops'] / c['skimage']['vops']:.0f}x" if "kernel_vops" in a else "-"
+            print(f"| {name} | {c['s']} | {c['d']} | " + " | ".join(cols) + f" | {ratio} |")
+    if args.plot:
+        plot(results, args.plot)
+
+
+if __name__ == "__main__":
+    main()
