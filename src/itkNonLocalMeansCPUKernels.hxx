@@ -160,12 +160,15 @@ Wrapped(Int a, Int n)
   return (a >= n) ? a - n : ((a < 0) ? a + n : a);
 }
 
-/** p[0] + p[step] + ... + p[(window - 1) step], left to right, on each lane. */
+/** p[0] + p[step] + ... + p[(window - 1) step], left to right, on each lane. TWindow is the window
+ * when it is a compile-time constant (the loop is then unrolled), 0 otherwise. */
+template <int TWindow>
 inline V
 WindowSum(const double * p, Int step, int window)
 {
-  V acc = Load(p);
-  for (int s = 1; s < window; ++s)
+  const int n = (TWindow > 0) ? TWindow : window;
+  V         acc = Load(p);
+  for (int s = 1; s < n; ++s)
   {
     acc = acc + Load(p + s * step);
   }
@@ -192,6 +195,7 @@ ForRows(const Int * size, const Int * stride, TBody && body)
 /** 1. For every row of slab z of the D box (index z on its last axis): D(y) = sum_k (Y_k(y) -
  * Y_k(y + t))^2 - noise into job.Row, then its window sums along axis 0 into `slab` (laid out as
  * one slab of the weight buffer). Whole vectors: the padding lanes compute values never used. */
+template <int TWindow>
 void
 PatchTermsAndRowSums(const ShiftJob & j, Int z, double * slab)
 {
@@ -231,12 +235,13 @@ PatchTermsAndRowSums(const ShiftJob & j, Int z, double * slab)
     double * w = slab + out;
     for (Int i = 0; i < w0; i += Lanes)
     {
-      Store(w + i, WindowSum(row + i, 1, j.Window));
+      Store(w + i, WindowSum<TWindow>(row + i, 1, j.Window));
     }
   });
 }
 
 /** 2. Window sums of a slab along the axes between the first and the last, in place. */
+template <int TWindow>
 void
 MiddleAxesSums(const ShiftJob & j, double * slab)
 {
@@ -251,7 +256,7 @@ MiddleAxesSums(const ShiftJob & j, double * slab)
       double * row = slab + offset;
       for (Int i = 0; i < extent[0]; i += Lanes)
       {
-        Store(row + i, WindowSum(row + i, step, j.Window));
+        Store(row + i, WindowSum<TWindow>(row + i, step, j.Window));
       }
     });
   }
@@ -259,19 +264,30 @@ MiddleAxesSums(const ShiftJob & j, double * slab)
 
 /** 3. The last axis's window sums over the Window slabs in j.RingSlots (in order), as the weights
  * of one slab of the W box. */
+template <int TWindow>
 void
 WeightsOfSlab(const ShiftJob & j, double * weights)
 {
   const int last = j.Dimension - 1;
   Int       extent[4] = { RoundUp(j.WSize[0], Lanes), j.WSize[1], j.WSize[2], j.WSize[3] };
   extent[last] = 1;
-  const double * const * slots = j.RingSlots;
+  const int              window = (TWindow > 0) ? TWindow : j.Window;
   const WeightParameters weight = WeightParametersOf(j.Norm, j.Alpha);
+  const double *         fixed[(TWindow > 0) ? TWindow : 1]; // the slots, in registers when TWindow > 0
+  const double * const * slots = j.RingSlots;
+  if (TWindow > 0)
+  {
+    for (int s = 0; s < window; ++s)
+    {
+      fixed[s] = j.RingSlots[s];
+    }
+    slots = fixed;
+  }
   ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
     for (Int i = 0; i < extent[0]; i += Lanes)
     {
       V acc = Load(slots[0] + offset + i);
-      for (int s = 1; s < j.Window; ++s)
+      for (int s = 1; s < window; ++s)
       {
         acc = acc + Load(slots[s] + offset + i);
       }
@@ -370,8 +386,9 @@ GatherSlab(const ShiftJob * jobs, int count, Int i, const double * const * centr
  * a ring of WeightSlabs (|t_last| + 1) slabs; as soon as a chunk slab's weight slabs are there, its
  * cells receive the terms of all the shifts. Neither the D box nor the W box is stored whole, so
  * every pass works on cache-sized data whatever the chunk's size. */
+template <int TWindow>
 void
-ProcessShifts(const ShiftJob * jobs, int count)
+ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
 {
   const ShiftJob & j = jobs[0]; // Window, the last axis's extents and slabs are the same for all
   const int        last = j.Dimension - 1;
@@ -403,8 +420,8 @@ ProcessShifts(const ShiftJob * jobs, int count)
       const ShiftJob & js = jobs[s];
       const Int        slabCells = js.Stride[last];
       double *         slab = js.Ring + zSlot * slabCells;
-      PatchTermsAndRowSums(js, z, slab);
-      MiddleAxesSums(js, slab);
+      PatchTermsAndRowSums<TWindow>(js, z, slab);
+      MiddleAxesSums<TWindow>(js, slab);
       if (k >= 0)
       {
         const Int first = Wrapped(zSlot + 1, window); // D slab k's slot
@@ -412,7 +429,7 @@ ProcessShifts(const ShiftJob * jobs, int count)
         {
           js.RingSlots[w] = js.Ring + Wrapped(first + w, window) * slabCells;
         }
-        WeightsOfSlab(js, js.Weights + kSlot * slabCells);
+        WeightsOfSlab<TWindow>(js, js.Weights + kSlot * slabCells);
       }
     }
     const Int i = k - reach; // the chunk slab whose weights are all there now
@@ -432,6 +449,27 @@ ProcessShifts(const ShiftJob * jobs, int count)
     {
       kSlot = Wrapped(kSlot + 1, slabs);
     }
+  }
+}
+
+/** ProcessShiftsWithWindow with the window as a compile-time constant for patches 3 to 11. */
+void
+ProcessShifts(const ShiftJob * jobs, int count)
+{
+  switch (jobs[0].Window)
+  {
+    case 2:
+      return ProcessShiftsWithWindow<2>(jobs, count);
+    case 4:
+      return ProcessShiftsWithWindow<4>(jobs, count);
+    case 6:
+      return ProcessShiftsWithWindow<6>(jobs, count);
+    case 8:
+      return ProcessShiftsWithWindow<8>(jobs, count);
+    case 10:
+      return ProcessShiftsWithWindow<10>(jobs, count);
+    default:
+      return ProcessShiftsWithWindow<0>(jobs, count);
   }
 }
 

@@ -272,6 +272,18 @@ TEST(CudaNonLocalMeansCPUKernels, EveryTargetEqualsTheContractsDirectSumsBitForB
     "2D float 23x11 p5 d3", itk::nlm_test::MakeImage<Image2>({ { 23, 11 } }, 1, 31).GetPointer(), 5, 3, 0.12, 0.05);
   CheckEveryTarget(
     "2D float 19x9 p7 d4", itk::nlm_test::MakeImage<Image2>({ { 19, 9 } }, 1, 32).GetPointer(), 7, 4, 0.3, 0.0);
+  CheckEveryTarget("2D float 31x9 p13 d2 (a window the kernels take at run time)",
+                   itk::nlm_test::MakeImage<Image2>({ { 31, 9 } }, 1, 43).GetPointer(),
+                   13,
+                   2,
+                   0.4,
+                   0.02);
+  CheckEveryTarget("3D double 14x12x11 p11 d1",
+                   itk::nlm_test::MakeImage<Image3>({ { 14, 12, 11 } }, 1, 44).GetPointer(),
+                   11,
+                   1,
+                   0.3,
+                   0.02);
   CheckEveryTarget(
     "2D float 17x6 p1 d2", itk::nlm_test::MakeImage<Image2>({ { 17, 6 } }, 1, 33).GetPointer(), 1, 2, 0.1, 0.02);
   CheckEveryTarget(
