@@ -425,7 +425,7 @@ Denoise(const typename TImage::Pointer & image, const Options & o, const OutputF
     }
     else
     {
-      std::cout << ", work units " << filter->GetNumberOfWorkUnits();
+      std::cout << ", " << stats.Configuration; // the mode, the SIMD target and the work units
     }
     std::cout << "\nElapsed: " << seconds << " s (" << voxels * offsets / seconds << " voxel-offsets/s)\n";
   }
