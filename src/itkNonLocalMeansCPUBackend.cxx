@@ -34,7 +34,6 @@
 #include <iomanip>
 #include <sstream>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <exception>
 #include <memory>
@@ -346,12 +345,11 @@ public:
     // group of shifts: groups of chunks first, so that a chunk does many shifts in a row while its
     // accumulators and input are in the cache. Chunks never share output cells, so they run
     // concurrently; every cell receives its shifts in order.
-    const Int         nShifts = static_cast<Int>(m_Shifts.size());
-    const Int         nChunks = static_cast<Int>(chunks.size());
-    const Int         chunkGroups = std::max<Int>(1, std::min<Int>(50, nChunks / (2 * Int{ threads })));
-    const Int         shiftGroups = std::max<Int>(1, std::min<Int>(nShifts, (50 + chunkGroups - 1) / chunkGroups));
-    ScratchPool       pool;
-    std::atomic<bool> abortSeen{ false };
+    const Int   nShifts = static_cast<Int>(m_Shifts.size());
+    const Int   nChunks = static_cast<Int>(chunks.size());
+    const Int   chunkGroups = std::max<Int>(1, std::min<Int>(50, nChunks / (2 * Int{ threads })));
+    const Int   shiftGroups = std::max<Int>(1, std::min<Int>(nShifts, (50 + chunkGroups - 1) / chunkGroups));
+    ScratchPool pool;
     for (Int cg = 0; cg < chunkGroups; ++cg)
     {
       const Int firstChunk = cg * nChunks / chunkGroups;
@@ -366,8 +364,7 @@ public:
           {
             if (caller != nullptr && caller->GetAbortGenerateData())
             {
-              abortSeen = true;
-              break;
+              break; // ThrowIfAborted below, on the calling thread
             }
             si += ProcessShifts(chunks[static_cast<size_t>(firstChunk + ci)], si, last, *scratch);
           }

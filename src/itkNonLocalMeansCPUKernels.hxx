@@ -192,6 +192,17 @@ ForRows(const Int * size, const Int * stride, TBody && body)
   }
 }
 
+/** The extents of one slab of the W box (its last axis 1), axis 0 in whole vectors. */
+inline void
+OneWSlab(const ShiftJob & j, Int * extent)
+{
+  extent[0] = RoundUp(j.WSize[0], Lanes);
+  for (int a = 1; a < 4; ++a)
+  {
+    extent[a] = (a == j.Dimension - 1) ? 1 : j.WSize[a];
+  }
+}
+
 /** 1. For every row of slab z of the D box (index z on its last axis): D(y) = sum_k (Y_k(y) -
  * Y_k(y + t))^2 - noise into job.Row, then its window sums along axis 0 into `slab` (laid out as
  * one slab of the weight buffer). Whole vectors: the padding lanes compute values never used. */
@@ -268,9 +279,8 @@ template <int TWindow>
 void
 WeightsOfSlab(const ShiftJob & j, double * weights)
 {
-  const int last = j.Dimension - 1;
-  Int       extent[4] = { RoundUp(j.WSize[0], Lanes), j.WSize[1], j.WSize[2], j.WSize[3] };
-  extent[last] = 1;
+  Int extent[4];
+  OneWSlab(j, extent);
   const int              window = (TWindow > 0) ? TWindow : j.Window;
   const WeightParameters weight = WeightParametersOf(j.Norm, j.Alpha);
   const double *         fixed[(TWindow > 0) ? TWindow : 1]; // the slots, in registers when TWindow > 0
@@ -300,10 +310,9 @@ WeightsOfSlab(const ShiftJob & j, double * weights)
 void
 ConstantWeights(const ShiftJob & j, double * slab)
 {
-  const V   w = Weight(Splat(0.0), WeightParametersOf(j.Norm, j.Alpha));
-  const int last = j.Dimension - 1;
-  Int       extent[4] = { RoundUp(j.WSize[0], Lanes), j.WSize[1], j.WSize[2], j.WSize[3] };
-  extent[last] = 1;
+  const V w = Weight(Splat(0.0), WeightParametersOf(j.Norm, j.Alpha));
+  Int     extent[4];
+  OneWSlab(j, extent);
   ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
     for (Int i = 0; i < extent[0]; i += Lanes)
     {
