@@ -94,6 +94,11 @@ public:
   static constexpr unsigned int OutputImageDimension = TOutputImage::ImageDimension;
 
   using BackendEnum = CudaNonLocalMeansImageFilterEnums::Backend;
+  using NoiseModelEnum = CudaNonLocalMeansImageFilterEnums::NoiseModel;
+  /** The mask and the noise map are images of any pixel type listed at SetMaskImage and
+   * SetNoiseSigmaImage, on the input's grid. */
+  using MaskImageType = ImageBase<ImageDimension>;
+  using NoiseSigmaImageType = ImageBase<ImageDimension>;
   static_assert(ImageDimension == OutputImageDimension,
                 "CudaNonLocalMeansImageFilter: input and output images must have the same dimension.");
   static_assert(std::is_arithmetic<InputComponentType>::value && std::is_arithmetic<OutputComponentType>::value,
@@ -136,6 +141,28 @@ public:
   itkSetMacro(FastMode, bool);
   itkGetConstMacro(FastMode, bool);
   itkBooleanMacro(FastMode);
+
+  /** Noise model, opt-in (doc/numerical-contract.md, section 6.1): Gaussian (default, scikit-image's)
+   * or Rician, for magnitude MR images: the output is sqrt(max(NLM(x^2) - 2 sigma^2, 0)), with
+   * NLM(x^2) the weighted mean of the squared intensities under the same weights (Wiest-Daesslé et
+   * al. 2008; DIPY's rician=True). Rician needs Sigma greater than 0 or a NoiseSigmaImage. */
+  itkSetEnumMacro(NoiseModel, NoiseModelEnum);
+  itkGetEnumMacro(NoiseModel, NoiseModelEnum);
+
+  /** Optional mask on the input's grid (same size, origin, spacing and direction), opt-in
+   * (section 6.3): an itk::Image of any integer pixel type (bool, char, short, int, long, long
+   * long, signed or unsigned). Pixels where it is 0 receive their input value; the others are
+   * computed exactly as without a mask (bitwise), and work that reaches only masked-out pixels is
+   * skipped. */
+  itkSetInputMacro(MaskImage, MaskImageType);
+  itkGetInputMacro(MaskImage, MaskImageType);
+
+  /** Optional noise map on the input's grid, opt-in (section 6.2): an itk::Image of float or
+   * double holding the noise standard deviation of every pixel, finite and 0 or more. It replaces
+   * Sigma: the noise term of two grid points y and y + t becomes Components * (sigma(y)^2 +
+   * sigma(y + t)^2); a constant map gives bitwise the output of that Sigma. Fast mode only. */
+  itkSetInputMacro(NoiseSigmaImage, NoiseSigmaImageType);
+  itkGetInputMacro(NoiseSigmaImage, NoiseSigmaImageType);
 
   /** Where to compute: Auto (default), CPU or CUDA. */
   itkSetEnumMacro(Backend, BackendEnum);
@@ -212,8 +239,13 @@ protected:
   void
   VerifyPreconditions() ITKv5_CONST override;
 
+  /** As the superclass (same origin, spacing and direction), and the mask and the noise map cover
+   * the input's whole grid. */
+  void
+  VerifyInputInformation() ITKv5_CONST override;
+
   /** Pads the requested region by PatchSize/2 + PatchDistance + 1 (the context each output pixel
-   * depends on), cropped to the image. */
+   * depends on), cropped to the image; the noise map's too. The mask needs the output's. */
   void
   GenerateInputRequestedRegion() override;
 
@@ -226,6 +258,7 @@ private:
   double           m_H{ 0.1 };
   double           m_Sigma{ 0.0 };
   bool             m_FastMode{ true };
+  NoiseModelEnum   m_NoiseModel{ NoiseModelEnum::Gaussian };
   BackendEnum      m_Backend{ BackendEnum::Auto };
   bool             m_SinglePrecision{ false };
   SizeValueType    m_MaximumGPUMemory{ 0 };

@@ -23,11 +23,13 @@
 #include "itkDefaultConvertPixelTraits.h"
 #include "itkImageRegionConstIterator.h"
 #include "itkImageRegionIterator.h"
+#include "itkImage.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace itk
@@ -86,10 +88,112 @@ ConvertResult(double value)
   }
   return static_cast<TComponent>(rounded);
 }
+
+/** The mask's pixels over `region` as bytes (1: compute, 0: keep the input) when it is an
+ * itk::Image of TPixel; false otherwise. */
+template <typename TPixel, unsigned int VDimension>
+bool
+ReadMaskAs(const ImageBase<VDimension> * base, const ImageRegion<VDimension> & region, std::vector<std::uint8_t> & out)
+{
+  using ImageType = Image<TPixel, VDimension>;
+  const auto * image = dynamic_cast<const ImageType *>(base);
+  if (image == nullptr)
+  {
+    return false;
+  }
+  out.resize(region.GetNumberOfPixels());
+  size_t                              i = 0;
+  ImageRegionConstIterator<ImageType> it(image, region);
+  for (it.GoToBegin(); !it.IsAtEnd(); ++it)
+  {
+    out[i++] = (it.Get() != TPixel{}) ? 1 : 0;
+  }
+  return true;
+}
+
+/** The mask's pixels over `region` as bytes, for a mask of any integer pixel type. */
+template <unsigned int VDimension>
+bool
+ReadMask(const ImageBase<VDimension> * mask, const ImageRegion<VDimension> & region, std::vector<std::uint8_t> & out)
+{
+  return ReadMaskAs<unsigned char>(mask, region, out) || ReadMaskAs<bool>(mask, region, out) ||
+         ReadMaskAs<signed char>(mask, region, out) || ReadMaskAs<char>(mask, region, out) ||
+         ReadMaskAs<unsigned short>(mask, region, out) || ReadMaskAs<short>(mask, region, out) ||
+         ReadMaskAs<unsigned int>(mask, region, out) || ReadMaskAs<int>(mask, region, out) ||
+         ReadMaskAs<unsigned long>(mask, region, out) || ReadMaskAs<long>(mask, region, out) ||
+         ReadMaskAs<unsigned long long>(mask, region, out) || ReadMaskAs<long long>(mask, region, out);
+}
+
+/** The noise map's pixels over `region` as doubles when it is an itk::Image of TPixel. */
+template <typename TPixel, unsigned int VDimension>
+bool
+ReadNoiseSigmaAs(const ImageBase<VDimension> * base, const ImageRegion<VDimension> & region, std::vector<double> & out)
+{
+  using ImageType = Image<TPixel, VDimension>;
+  const auto * image = dynamic_cast<const ImageType *>(base);
+  if (image == nullptr)
+  {
+    return false;
+  }
+  out.resize(region.GetNumberOfPixels());
+  size_t                              i = 0;
+  ImageRegionConstIterator<ImageType> it(image, region);
+  for (it.GoToBegin(); !it.IsAtEnd(); ++it)
+  {
+    out[i++] = static_cast<double>(it.Get());
+  }
+  return true;
+}
+
+/** Throws, naming the image and what to change, when `image` does not hold `region`. */
+template <unsigned int VDimension>
+void
+VerifyBuffered(const ImageBase<VDimension> * image, const ImageRegion<VDimension> & region, const char * name)
+{
+  if (!image->GetBufferedRegion().IsInside(region))
+  {
+    itkGenericExceptionMacro(<< name << " holds the region (index " << image->GetBufferedRegion().GetIndex()
+                             << ", size " << image->GetBufferedRegion().GetSize()
+                             << "), which does not cover the (index " << region.GetIndex() << ", size "
+                             << region.GetSize()
+                             << ") that this output needs; connect it through the pipeline or give a fully "
+                                "buffered image.");
+  }
+}
 } // namespace nlm_detail
 
 template <typename TInputImage, typename TOutputImage>
-CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::CudaNonLocalMeansImageFilter() = default;
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::CudaNonLocalMeansImageFilter()
+{
+  this->AddOptionalInputName("MaskImage");
+  this->AddOptionalInputName("NoiseSigmaImage");
+}
+
+template <typename TInputImage, typename TOutputImage>
+void
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::VerifyInputInformation() ITKv5_CONST
+{
+  Superclass::VerifyInputInformation();
+  const InputImageType * input = this->GetInput();
+  if (input == nullptr)
+  {
+    return;
+  }
+  const InputImageRegionType &                                     grid = input->GetLargestPossibleRegion();
+  const std::pair<const ImageBase<ImageDimension> *, const char *> extras[] = {
+    { this->GetMaskImage(), "MaskImage" }, { this->GetNoiseSigmaImage(), "NoiseSigmaImage" }
+  };
+  for (const auto & extra : extras)
+  {
+    if (extra.first != nullptr && extra.first->GetLargestPossibleRegion() != grid)
+    {
+      itkExceptionMacro(<< extra.second << " covers (index " << extra.first->GetLargestPossibleRegion().GetIndex()
+                        << ", size " << extra.first->GetLargestPossibleRegion().GetSize()
+                        << "), but the input covers (index " << grid.GetIndex() << ", size " << grid.GetSize()
+                        << "); give a " << extra.second << " on the input's grid (resample it onto the input).");
+    }
+  }
+}
 
 template <typename TInputImage, typename TOutputImage>
 void
@@ -150,6 +254,10 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateInputRequestedR
   if (region.Crop(input->GetLargestPossibleRegion()))
   {
     input->SetRequestedRegion(region);
+    if (auto * sigma = const_cast<NoiseSigmaImageType *>(this->GetNoiseSigmaImage()))
+    {
+      sigma->SetRequestedRegion(region); // the mask keeps the output's requested region
+    }
     return;
   }
   input->SetRequestedRegion(region);
@@ -197,6 +305,7 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
   problem.H = m_H;
   problem.Sigma = m_Sigma;
   problem.FastMode = m_FastMode;
+  problem.NoiseModel = m_NoiseModel;
   problem.SinglePrecision = m_SinglePrecision;
   problem.MaximumGPUMemory = m_MaximumGPUMemory;
   problem.NumberOfDevices = static_cast<unsigned int>(m_Devices.size());
@@ -225,6 +334,33 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
     }
     problem.InputType = ElementType::Float64;
     problem.Input = inputCopy.data();
+  }
+
+  // Mask and noise map: bytes over the output region, doubles over the input buffer.
+  std::vector<std::uint8_t> maskCopy;
+  if (const MaskImageType * mask = this->GetMaskImage())
+  {
+    nlm_detail::VerifyBuffered(mask, outRegion, "MaskImage");
+    if (!nlm_detail::ReadMask(mask, outRegion, maskCopy))
+    {
+      itkExceptionMacro("MaskImage is a " << mask->GetNameOfClass()
+                                          << " whose pixel type is not supported; give an itk::Image of an integer "
+                                             "pixel type (for example unsigned char) as MaskImage.");
+    }
+    problem.Mask = maskCopy.data();
+  }
+  std::vector<double> sigmaCopy;
+  if (const NoiseSigmaImageType * sigma = this->GetNoiseSigmaImage())
+  {
+    nlm_detail::VerifyBuffered(sigma, buffered, "NoiseSigmaImage");
+    if (!nlm_detail::ReadNoiseSigmaAs<double>(sigma, buffered, sigmaCopy) &&
+        !nlm_detail::ReadNoiseSigmaAs<float>(sigma, buffered, sigmaCopy))
+    {
+      itkExceptionMacro("NoiseSigmaImage is a " << sigma->GetNameOfClass()
+                                                << " whose pixel type is not supported; give an itk::Image of float "
+                                                   "or double as NoiseSigmaImage.");
+    }
+    problem.NoiseSigma = sigmaCopy.data();
   }
 
   // Output: written in place for float and double components, through a double buffer otherwise.
@@ -282,6 +418,9 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream 
   os << indent << "H: " << m_H << std::endl;
   os << indent << "Sigma: " << m_Sigma << std::endl;
   os << indent << "FastMode: " << (m_FastMode ? "On" : "Off") << std::endl;
+  os << indent << "NoiseModel: " << m_NoiseModel << std::endl;
+  os << indent << "MaskImage: " << (this->GetMaskImage() != nullptr ? "set" : "(none)") << std::endl;
+  os << indent << "NoiseSigmaImage: " << (this->GetNoiseSigmaImage() != nullptr ? "set" : "(none)") << std::endl;
   os << indent << "Backend: " << m_Backend << std::endl;
   os << indent << "SinglePrecision: " << (m_SinglePrecision ? "On" : "Off") << std::endl;
   os << indent << "MaximumGPUMemory: " << m_MaximumGPUMemory << std::endl;

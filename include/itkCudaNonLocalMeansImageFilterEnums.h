@@ -47,11 +47,30 @@ public:
     CPU = 1,
     CUDA = 2
   };
+
+  /** \class NoiseModel
+   * \brief The noise model of the image (doc/numerical-contract.md, section 6).
+   *
+   * Gaussian (the default) is scikit-image's: the output is the weighted mean of the intensities.
+   * Rician is for magnitude MR images (Wiest-Daesslé et al., MICCAI 2008; DIPY's `rician=True`):
+   * the output is sqrt(max(NLM(x^2) - 2 sigma^2, 0)), where NLM(x^2) is the weighted mean of the
+   * squared intensities with the same weights; it needs the noise level (Sigma or a noise map).
+   * \ingroup CudaNonLocalMeans
+   */
+  enum class NoiseModel : std::uint8_t
+  {
+    Gaussian = 0,
+    Rician = 1
+  };
 };
 
 /** Prints "CudaNonLocalMeansImageFilterEnums::Backend::CPU" and so on. */
 extern CudaNonLocalMeans_EXPORT std::ostream &
                                 operator<<(std::ostream & out, const CudaNonLocalMeansImageFilterEnums::Backend value);
+
+/** Prints "CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician" and so on. */
+extern CudaNonLocalMeans_EXPORT std::ostream &
+operator<<(std::ostream & out, const CudaNonLocalMeansImageFilterEnums::NoiseModel value);
 
 } // end namespace itk
 

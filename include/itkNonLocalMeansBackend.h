@@ -20,6 +20,7 @@
 
 #include "itkObject.h"
 #include "itkObjectFactory.h"
+#include "itkCudaNonLocalMeansImageFilterEnums.h"
 #include "CudaNonLocalMeansExport.h"
 
 #include <cstddef>
@@ -102,6 +103,20 @@ public:
     double H{ 0.1 };
     double Sigma{ 0.0 };
     bool   FastMode{ true };
+
+    /** Opt-in extensions (doc/numerical-contract.md, section 6); their defaults are scikit-image's.
+     * NoiseModel Rician: the output is sqrt(max(NLM(x^2) - 2 sigma^2, 0)) (needs Sigma > 0 or
+     * NoiseSigma). */
+    CudaNonLocalMeansImageFilterEnums::NoiseModel NoiseModel{ CudaNonLocalMeansImageFilterEnums::NoiseModel::Gaussian };
+    /** Optional mask, one byte per output cell, dense over OutputStart/OutputSize: cells holding 0
+     * receive their input value (converted to the working type); the others are computed exactly
+     * as without a mask. Work that reaches only masked-out cells is skipped. */
+    const std::uint8_t * Mask{ nullptr };
+    /** Optional noise map: the noise standard deviation of every input pixel (float64, one value per
+     * pixel, dense over InputStart/InputSize), finite and 0 or more. It replaces Sigma: the noise
+     * term of a pair of grid points y, y + t is Components * (sigma(y)^2 + sigma(y + t)^2). Fast mode
+     * only. */
+    const double * NoiseSigma{ nullptr };
 
     /** CUDA backend only: float32 arithmetic instead of float64 (faster on GPUs with weak FP64;
      * not bitwise equal to the CPU backend). Ignored by the CPU backend. */

@@ -33,4 +33,17 @@ operator<<(std::ostream & out, const CudaNonLocalMeansImageFilterEnums::Backend 
   }
   return out << "INVALID VALUE FOR CudaNonLocalMeansImageFilterEnums::Backend";
 }
+
+std::ostream &
+operator<<(std::ostream & out, const CudaNonLocalMeansImageFilterEnums::NoiseModel value)
+{
+  switch (value)
+  {
+    case CudaNonLocalMeansImageFilterEnums::NoiseModel::Gaussian:
+      return out << "CudaNonLocalMeansImageFilterEnums::NoiseModel::Gaussian";
+    case CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician:
+      return out << "CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician";
+  }
+  return out << "INVALID VALUE FOR CudaNonLocalMeansImageFilterEnums::NoiseModel";
+}
 } // end namespace itk

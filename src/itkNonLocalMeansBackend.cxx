@@ -17,10 +17,89 @@
  *=========================================================================*/
 #include "itkNonLocalMeansBackend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <sstream>
 
 namespace itk
 {
+namespace
+{
+/** "[i0, i1, ...]": the image index of cell `cell` of the input buffer. */
+std::string
+InputIndexOf(const NonLocalMeansBackend::Problem & p, std::int64_t cell)
+{
+  std::ostringstream text;
+  text << '[';
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    text << (a > 0 ? ", " : "") << p.InputStart[a] + cell % p.InputSize[a];
+    cell /= p.InputSize[a];
+  }
+  text << ']';
+  return text.str();
+}
+
+/** Throws, naming the pixel, when a value of the noise map is negative or not finite; returns the
+ * largest value. */
+double
+VerifyNoiseSigmaValues(const NonLocalMeansBackend::Problem & p)
+{
+  std::int64_t cells = 1;
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    cells *= p.InputSize[a];
+  }
+  double largest = 0.0;
+  for (std::int64_t i = 0; i < cells; ++i)
+  {
+    const double sigma = p.NoiseSigma[i];
+    if (!(sigma >= 0.0) || !std::isfinite(sigma))
+    {
+      itkGenericExceptionMacro("The noise map (NoiseSigmaImage) holds "
+                               << sigma << " at pixel " << InputIndexOf(p, i)
+                               << "; give a noise standard deviation that is finite and 0 or more at every pixel.");
+    }
+    largest = std::max(largest, sigma);
+  }
+  return largest;
+}
+
+/** The checks of the opt-in extensions (NoiseModel, NoiseSigma). */
+void
+VerifyExtensions(const NonLocalMeansBackend::Problem & p, double boxTerms)
+{
+  using NoiseModelEnum = CudaNonLocalMeansImageFilterEnums::NoiseModel;
+  if (p.NoiseModel != NoiseModelEnum::Gaussian && p.NoiseModel != NoiseModelEnum::Rician)
+  {
+    itkGenericExceptionMacro("NoiseModel holds an invalid value; set Gaussian or Rician with SetNoiseModel.");
+  }
+  if (p.NoiseModel == NoiseModelEnum::Rician && p.NoiseSigma == nullptr && !(p.Sigma > 0.0))
+  {
+    itkGenericExceptionMacro("NoiseModel is Rician, which subtracts the noise bias 2*Sigma^2, but Sigma is "
+                             << p.Sigma
+                             << "; set the noise standard deviation with SetSigma (greater than 0) or give a noise "
+                                "map with SetNoiseSigmaImage.");
+  }
+  if (p.NoiseSigma == nullptr)
+  {
+    return;
+  }
+  if (!p.FastMode)
+  {
+    itkGenericExceptionMacro("A noise map (NoiseSigmaImage) is supported in fast mode only; turn FastMode on, or "
+                             "give a scalar Sigma instead of the map.");
+  }
+  const double largest = VerifyNoiseSigmaValues(p);
+  if (!std::isfinite(2.0 * (largest * largest) * boxTerms))
+  {
+    itkGenericExceptionMacro("The noise map (NoiseSigmaImage) holds " << largest
+                                                                      << ", too large: 2*sigma^2 summed over a patch "
+                                                                         "overflows.");
+  }
+}
+} // namespace
+
 
 double
 NonLocalMeansBackend::Normalization(const Problem & p)
@@ -135,6 +214,7 @@ NonLocalMeansBackend::VerifyProblem(const Problem & p)
                                << a << ".");
     }
   }
+  VerifyExtensions(p, boxTerms);
 }
 
 } // end namespace itk

@@ -104,21 +104,21 @@ InputPointer(const NonLocalMeansBackend::Problem & p)
 }
 
 /** Fills `dst` (dense over `size` cells starting at image coordinate `start`, K values per cell)
- * with reflect-padded input values converted to TOut. */
+ * with reflect-padded values of `src` (dense over the input buffer, K values per cell) converted to
+ * TOut. */
 template <typename TIn, typename TOut>
 void
-GatherReflected(const NonLocalMeansBackend::Problem & p,
-                const Layout &                        L,
-                const Index4 &                        start,
-                const Index4 &                        size,
-                TOut *                                dst,
-                MultiThreaderBase *                   threader,
-                unsigned int                          workUnits)
+GatherReflected(const TIn *         src,
+                int                 K,
+                const Layout &      L,
+                const Index4 &      start,
+                const Index4 &      size,
+                TOut *              dst,
+                MultiThreaderBase * threader,
+                unsigned int        workUnits)
 {
-  const TIn *  src = InputPointer<TIn>(p);
   const Index4 inStride = StridesOf(L.inSize);
   const Index4 dstStride = StridesOf(size);
-  const int    K = L.K;
   // Precompute the source index along each axis.
   std::array<std::vector<Int>, MaxDim> map;
   for (unsigned int a = 0; a < MaxDim; ++a)
@@ -174,6 +174,10 @@ StoreOutput(void * out, ElementType type, Int index, TValue value)
 // ----------------------------------------------------------------------------------------------
 // Fast mode
 // ----------------------------------------------------------------------------------------------
+
+/** Output cells per chunk at most when a mask is given: chunks that hold no cell to compute are
+ * skipped, so smaller ones follow the mask's outline (and skip more). */
+constexpr Int MaskedChunkCells = Int{ 1 } << 14;
 
 struct Chunk
 {
@@ -286,8 +290,9 @@ public:
     , m_D(p.PatchDistance)
   {
     const double K = static_cast<double>(L.K);
-    const double v2 = 2.0 * (p.Sigma * p.Sigma);
-    m_Noise = K * v2;
+    m_V2 = 2.0 * (p.Sigma * p.Sigma);
+    m_Noise = K * m_V2;
+    m_Square = (p.NoiseModel == CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician);
     m_Norm = NonLocalMeansBackend::Normalization(p);
     for (unsigned int a = 0; a < MaxDim; ++a)
     {
@@ -332,13 +337,15 @@ public:
     const Int      cells = L.OutputCells();
     // The kernels may read 2 * MaximumLanes cells beyond the padded input (cpu::RoundUp).
     m_Y.resize(static_cast<size_t>((m_YSize[0] * m_YSize[1] * m_YSize[2] * m_YSize[3] + 2 * cpu::MaximumLanes) * L.K));
-    GatherReflected<TIn, double>(p, L, m_YStart, m_YSize, m_Y.data(), threader, workUnits);
+    GatherReflected<TIn, double>(InputPointer<TIn>(p), L.K, L, m_YStart, m_YSize, m_Y.data(), threader, workUnits);
+    GatherNoiseMap(p, threader, workUnits);
     m_WeightSum.assign(static_cast<size_t>(cells), 0.0);
     m_Result.assign(static_cast<size_t>(cells * L.K), 0.0);
 
     const unsigned int threads =
       std::max(1u, std::min(workUnits, threader != nullptr ? threader->GetMaximumNumberOfThreads() : 1u));
-    std::vector<Chunk> chunks = MakeChunks(L, (m_ChunkCells > 0) ? m_ChunkCells : ChunkCells(cells, threads));
+    std::vector<Chunk> chunks =
+      ChunksToCompute(p, MakeChunks(L, (m_ChunkCells > 0) ? m_ChunkCells : ChunkCells(cells, threads, p)));
 
     // The work is cut into about 50 steps; between steps the calling thread reports progress and
     // checks for an abort request. A step is a group of chunks (at least two per thread) with a
@@ -377,17 +384,32 @@ public:
       }
     }
 
-    // Normalise and store.
+    // Normalise and store (contract sections 2.6, 6.1 and 6.3).
     const Int rows = L.outSize[1] * L.outSize[2] * L.outSize[3];
     const int K = L.K;
     ParallelFor(threader, workUnits, rows, [&](Int r) {
+      const Int i1 = r % L.outSize[1];
+      const Int i2 = (r / L.outSize[1]) % L.outSize[2];
+      const Int i3 = r / (L.outSize[1] * L.outSize[2]);
+      const Int y = YOffset(0, i1, i2, i3);
       const Int begin = r * L.outSize[0];
-      for (Int i = begin; i < begin + L.outSize[0]; ++i)
+      for (Int i0 = 0; i0 < L.outSize[0]; ++i0)
       {
+        const Int i = begin + i0;
+        if (p.Mask != nullptr && p.Mask[i] == 0)
+        {
+          for (int k = 0; k < K; ++k)
+          {
+            StoreOutput(
+              p.Output, p.OutputType, K * i + k, static_cast<TIn>(m_Y[static_cast<size_t>(K * (y + i0) + k)]));
+          }
+          continue;
+        }
         const double w = m_WeightSum[static_cast<size_t>(i)];
         for (int k = 0; k < K; ++k)
         {
-          const double v = m_Result[static_cast<size_t>(K * i + k)] / w;
+          const double mean = m_Result[static_cast<size_t>(K * i + k)] / w;
+          const double v = m_Square ? nlm::RicianCorrection(mean, NoiseBias(y + i0)) : mean;
           StoreOutput(p.Output, p.OutputType, K * i + k, static_cast<TIn>(v));
         }
       }
@@ -395,18 +417,75 @@ public:
   }
 
 private:
+  /** The padded noise map squared (contract section 6.2), one value per cell of Y's layout (with
+   * Y's padding at its end), when the problem has one. */
+  void
+  GatherNoiseMap(const NonLocalMeansBackend::Problem & p, MultiThreaderBase * threader, unsigned int workUnits)
+  {
+    if (p.NoiseSigma == nullptr)
+    {
+      return;
+    }
+    m_S2.resize(m_Y.size() / static_cast<size_t>(m_L.K));
+    GatherReflected<double, double>(p.NoiseSigma, 1, m_L, m_YStart, m_YSize, m_S2.data(), threader, workUnits);
+    for (double & value : m_S2)
+    {
+      value = value * value;
+    }
+  }
+
+  /** 2 sigma^2 at the output cell at Y offset y: the Rician bias (contract section 6.1). */
+  double
+  NoiseBias(Int y) const
+  {
+    return m_S2.empty() ? m_V2 : 2.0 * m_S2[static_cast<size_t>(y)];
+  }
+
+  /** The chunks that hold a cell to compute: all of them without a mask. */
+  std::vector<Chunk>
+  ChunksToCompute(const NonLocalMeansBackend::Problem & p, std::vector<Chunk> chunks) const
+  {
+    if (p.Mask == nullptr)
+    {
+      return chunks;
+    }
+    const auto unmasked = [&](const Chunk & c) {
+      for (Int i3 = c.lo[3]; i3 < c.hi[3]; ++i3)
+      {
+        for (Int i2 = c.lo[2]; i2 < c.hi[2]; ++i2)
+        {
+          for (Int i1 = c.lo[1]; i1 < c.hi[1]; ++i1)
+          {
+            const std::uint8_t * row = p.Mask + i1 * m_OutStride[1] + i2 * m_OutStride[2] + i3 * m_OutStride[3];
+            if (std::any_of(row + c.lo[0], row + c.hi[0], [](std::uint8_t m) { return m != 0; }))
+            {
+              return false;
+            }
+          }
+        }
+      }
+      return true;
+    };
+    chunks.erase(std::remove_if(chunks.begin(), chunks.end(), unmasked), chunks.end());
+    return chunks;
+  }
+
   /** Output cells per chunk. A chunk computes weights over itself grown by the shift and the patch
    * on every axis. In 2D that margin is a small share of a 128 x 128 chunk. From 3D on the margin's
    * share grows with its power, so the chunk grows with (d + o)^2, from 2^16 cells at patch 3 /
    * distance 3 (2^15 with 8 threads or more, which share the memory bandwidth: measured 1.3x faster
    * on 16 cores, 6% slower on 2) up to 2^19; and never beyond a thread's share of the image. */
   Int
-  ChunkCells(Int cells, unsigned int threads) const
+  ChunkCells(Int cells, unsigned int threads, const NonLocalMeansBackend::Problem & p) const
   {
     const Int margin = m_D + m_O;
     const Int base = (threads >= 8) ? (Int{ 1 } << 15) : (Int{ 1 } << 16);
-    const Int wanted =
+    Int       wanted =
       (m_L.n == 2) ? (Int{ 1 } << 14) : std::min<Int>(Int{ 1 } << 19, std::max<Int>(base, base * margin * margin / 16));
+    if (p.Mask != nullptr)
+    {
+      wanted = std::min<Int>(wanted, MaskedChunkCells); // finer chunks follow the mask's outline
+    }
     return std::max<Int>(1, std::min<Int>(wanted, (cells + threads - 1) / threads));
   }
 
@@ -513,6 +592,17 @@ private:
     job.Row = job.Ring + ringCells;
     job.YAtD = m_Y.data() + K * YOffset(x.Dlo[0], x.Dlo[1], x.Dlo[2], x.Dlo[3]);
     job.ShiftOffset = ShiftOffset(t);
+    job.SquareValues = m_Square;
+    if (!m_S2.empty())
+    {
+      job.S2AtD = m_S2.data() + YOffset(x.Dlo[0], x.Dlo[1], x.Dlo[2], x.Dlo[3]);
+      job.S2ShiftOffset = ShiftOffset(t) / K;
+      job.NoiseScale = static_cast<double>(K);
+      for (unsigned int a = 0; a < MaxDim; ++a)
+      {
+        job.S2Stride[a] = m_YStride[a];
+      }
+    }
     job.CentreWeight = 0;
     job.TargetWeightOffset = 0;
     for (int a = 0; a < last; ++a) // within a slab
@@ -536,8 +626,10 @@ private:
   int                  m_S;
   int                  m_O;
   int                  m_D;
+  double               m_V2{ 0.0 };
   double               m_Noise{ 0.0 };
   double               m_Norm{ 1.0 };
+  bool                 m_Square{ false };
   Index4               m_E{};
   Index4               m_YStart{};
   Index4               m_YSize{};
@@ -545,6 +637,7 @@ private:
   Index4               m_OutStride{};
   std::vector<Shift>   m_Shifts;
   std::vector<double>  m_Y;
+  std::vector<double>  m_S2;
   std::vector<double>  m_WeightSum;
   std::vector<double>  m_Result;
 };
@@ -688,6 +781,15 @@ SlowModeKernel(int n, int K, int s, double h)
   return e;
 }
 
+/** The Rician output in slow mode's working type T: sqrt(M(mean - bias, 0)) (contract 6.1). */
+template <typename T>
+T
+RicianCorrection(T mean, T bias)
+{
+  const T v = mean - bias;
+  return std::sqrt((T(0) > v) ? T(0) : v);
+}
+
 template <typename T>
 void
 SolveSlowMode(const NonLocalMeansBackend::Problem & p,
@@ -704,6 +806,7 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
 
   const std::vector<T> kernel = SlowModeKernel<T>(n, K, s, p.H);
   const T              v = static_cast<T>(2.0 * (p.Sigma * p.Sigma));
+  const bool           rician = (p.NoiseModel == CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician);
 
   // Local copy of the reflect-padded input around the output region (margin d + o).
   Index4 start{ { 0, 0, 0, 0 } };
@@ -714,7 +817,7 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
     size[a] = L.outSize[a] + 2 * (d + o);
   }
   std::vector<T> X(static_cast<size_t>(size[0] * size[1] * size[2] * size[3] * K));
-  GatherReflected<T, T>(p, L, start, size, X.data(), threader, workUnits);
+  GatherReflected<T, T>(InputPointer<T>(p), K, L, start, size, X.data(), threader, workUnits);
   const Index4 xs = StridesOf(size);
   // Patch offsets (a0 outermost = highest ITK axis) as cell offsets into X.
   std::vector<Int> patchOffset(kernel.size());
@@ -750,6 +853,16 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
         // X index of the patch corner (x - o) in local coordinates.
         const Int cx =
           (x0 - o - start[0]) * xs[0] + (x1 - o - start[1]) * xs[1] + ((n > 2) ? (x2 - o - start[2]) * xs[2] : 0);
+        const Int oi = o0 + o1 * outStride[1] + o2 * outStride[2];
+        if (p.Mask != nullptr && p.Mask[oi] == 0) // contract section 6.3: the input value
+        {
+          const T * xc = X.data() + K * (cx + o * xs[0] + o * xs[1] + ((n > 2) ? o * xs[2] : 0));
+          for (int k = 0; k < K; ++k)
+          {
+            StoreOutput(p.Output, p.OutputType, K * oi + k, xc[k]);
+          }
+          continue;
+        }
         std::fill(nv.begin(), nv.end(), T(0));
         T         wsum = T(0);
         const Int q2lo = (n > 2) ? std::max<Int>(0, x2 - d) : 0;
@@ -793,15 +906,16 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
               const T * xq = X.data() + K * (cq + o * xs[0] + o * xs[1] + ((n > 2) ? o * xs[2] : 0));
               for (int k = 0; k < K; ++k)
               {
-                nv[static_cast<size_t>(k)] = nv[static_cast<size_t>(k)] + weight * xq[k];
+                const T value = rician ? xq[k] * xq[k] : xq[k];
+                nv[static_cast<size_t>(k)] = nv[static_cast<size_t>(k)] + weight * value;
               }
             }
           }
         }
-        const Int oi = o0 + o1 * outStride[1] + o2 * outStride[2];
         for (int k = 0; k < K; ++k)
         {
-          StoreOutput(p.Output, p.OutputType, K * oi + k, nv[static_cast<size_t>(k)] / wsum);
+          const T mean = nv[static_cast<size_t>(k)] / wsum;
+          StoreOutput(p.Output, p.OutputType, K * oi + k, rician ? RicianCorrection(mean, v) : mean);
         }
       }
     });

@@ -77,6 +77,17 @@ struct ShiftJob
   const double * YAtD{ nullptr };
   std::int64_t   ShiftOffset{ 0 };
 
+  // Noise map (contract section 6.2), when S2AtD is set: the padded sigma^2, one value per cell in
+  // Y's cell layout (strides S2Stride), at the D box's first cell; the shift in cells. The noise
+  // term of D(y) is then NoiseScale * (S2(y) + S2(y + t)) instead of Noise.
+  const double * S2AtD{ nullptr };
+  std::int64_t   S2Stride[4]{ 1, 1, 1, 1 };
+  std::int64_t   S2ShiftOffset{ 0 };
+  double         NoiseScale{ 1.0 };
+
+  // Rician noise model (contract section 6.1): the terms add w * Y_k^2 instead of w * Y_k.
+  bool SquareValues{ false };
+
   // The chunk: its extents; where its first cell's weight w(x, t) is in a W slab (CentreWeight)
   // and in which W slab (CentreSlab, = max(t_last, 0)); the same for w(x - t, t): the offset
   // TargetWeightOffset from there within a slab and TargetSlab (= max(-t_last, 0)); Y at its first

@@ -203,6 +203,40 @@ OneWSlab(const ShiftJob & j, Int * extent)
   }
 }
 
+/** The patch terms of one row with a noise map (contract section 6.2): D(y) = sum_k (Y_k(y) -
+ * Y_k(y + t))^2 - NoiseScale * (S2(y) + S2(y + t)), for n cells (a multiple of the lanes). */
+inline void
+PatchTermsWithNoiseMap(const ShiftJob & j,
+                       const double *   y,
+                       const double *   yt,
+                       const double *   s,
+                       const double *   st,
+                       Int              n,
+                       double *         row)
+{
+  const int K = j.Components;
+  if (K == 1)
+  {
+    const V scale = Splat(j.NoiseScale);
+    for (Int i = 0; i < n; i += Lanes)
+    {
+      const V diff = Load(y + i) - Load(yt + i);
+      Store(row + i, diff * diff - scale * (Load(s + i) + Load(st + i)));
+    }
+    return;
+  }
+  for (Int i = 0; i < n; ++i)
+  {
+    double acc = 0.0;
+    for (int k = 0; k < K; ++k)
+    {
+      const double diff = y[K * i + k] - yt[K * i + k];
+      acc = acc + diff * diff;
+    }
+    row[i] = acc - j.NoiseScale * (s[i] + st[i]);
+  }
+}
+
 /** 1. For every row of slab z of the D box (index z on its last axis): D(y) = sum_k (Y_k(y) -
  * Y_k(y + t))^2 - noise into job.Row, then its window sums along axis 0 into `slab` (laid out as
  * one slab of the weight buffer). Whole vectors: the padding lanes compute values never used. */
@@ -222,7 +256,12 @@ PatchTermsAndRowSums(const ShiftJob & j, Int z, double * slab)
   ForRows(size, j.Stride, [&](Int out, Int i1, Int i2, Int i3) {
     const double * y = yz + i1 * j.YStride[1] + i2 * j.YStride[2] + i3 * j.YStride[3];
     const double * yt = y + j.ShiftOffset;
-    if (K == 1)
+    if (j.S2AtD != nullptr)
+    {
+      const double * s = j.S2AtD + z * j.S2Stride[last] + i1 * j.S2Stride[1] + i2 * j.S2Stride[2] + i3 * j.S2Stride[3];
+      PatchTermsWithNoiseMap(j, y, yt, s, s + j.S2ShiftOffset, n0, row);
+    }
+    else if (K == 1)
     {
       for (Int i = 0; i < n0; i += Lanes)
       {
@@ -321,11 +360,20 @@ ConstantWeights(const ShiftJob & j, double * slab)
   });
 }
 
+/** The value a term adds: Y_k, or Y_k^2 for the Rician noise model (TSquare). */
+template <bool TSquare, typename T>
+inline T
+Value(T y)
+{
+  return TSquare ? y * y : y;
+}
+
 /** 4. Both terms of every cell of slab `i` of the chunk (index i on the last axis) for each of
  * `count` shifts in order, in the contract's order: W += a.w; W += b.w; R_k += a.w * a.Y_k;
- * R_k += b.w * b.Y_k, where a is the target term when TargetFirst. The weights of shift s come from
- * its W slabs centre[s] (holding w(x, t)) and target[s] (w(x - t, t)). The accumulators are read
- * and written once for all the shifts. */
+ * R_k += b.w * b.Y_k (Y_k^2 when TSquare), where a is the target term when TargetFirst. The weights of shift s come
+ * from its W slabs centre[s] (holding w(x, t)) and target[s] (w(x - t, t)). The accumulators are read and written once
+ * for all the shifts. */
+template <bool TSquare>
 void
 GatherSlab(const ShiftJob * jobs, int count, Int i, const double * const * centre, const double * const * target)
 {
@@ -369,7 +417,7 @@ GatherSlab(const ShiftJob * jobs, int count, Int i, const double * const * centr
         const V a = Load(wa[s] + x);
         const V b = Load(wb[s] + x);
         w = (w + a) + b;
-        r = (r + a * Load(ya[s] + x)) + b * Load(yb[s] + x);
+        r = (r + a * Value<TSquare>(Load(ya[s] + x))) + b * Value<TSquare>(Load(yb[s] + x));
       }
       Store(ws + x, w);
       Store(rs + x, r);
@@ -382,7 +430,8 @@ GatherSlab(const ShiftJob * jobs, int count, Int i, const double * const * centr
         ws[x] = (ws[x] + wa[s][x]) + wb[s][x];
         for (int k = 0; k < K; ++k)
         {
-          rs[K * x + k] = (rs[K * x + k] + wa[s][x] * ya[s][K * x + k]) + wb[s][x] * yb[s][K * x + k];
+          rs[K * x + k] =
+            (rs[K * x + k] + wa[s][x] * Value<TSquare>(ya[s][K * x + k])) + wb[s][x] * Value<TSquare>(yb[s][K * x + k]);
         }
       }
     }
@@ -395,7 +444,7 @@ GatherSlab(const ShiftJob * jobs, int count, Int i, const double * const * centr
  * a ring of WeightSlabs (|t_last| + 1) slabs; as soon as a chunk slab's weight slabs are there, its
  * cells receive the terms of all the shifts. Neither the D box nor the W box is stored whole, so
  * every pass works on cache-sized data whatever the chunk's size. */
-template <int TWindow>
+template <int TWindow, bool TSquare>
 void
 ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
 {
@@ -413,7 +462,7 @@ ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
     }
     for (Int i = 0; i < j.ChunkSize[last]; ++i)
     {
-      GatherSlab(jobs, count, i, centre, target);
+      GatherSlab<TSquare>(jobs, count, i, centre, target);
     }
     return;
   }
@@ -451,7 +500,7 @@ ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
         centre[s] = jobs[s].Weights + (jobs[s].CentreSlab == reach ? kSlot : Wrapped(kSlot + 1, slabs)) * slabCells;
         target[s] = jobs[s].Weights + (jobs[s].TargetSlab == reach ? kSlot : Wrapped(kSlot + 1, slabs)) * slabCells;
       }
-      GatherSlab(jobs, count, i, centre, target);
+      GatherSlab<TSquare>(jobs, count, i, centre, target);
     }
     zSlot = Wrapped(zSlot + 1, window);
     if (k >= 0)
@@ -462,24 +511,35 @@ ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
 }
 
 /** ProcessShiftsWithWindow with the window as a compile-time constant for patches 3 to 11. */
+template <bool TSquare>
 void
-ProcessShifts(const ShiftJob * jobs, int count)
+ProcessShiftsWithValues(const ShiftJob * jobs, int count)
 {
   switch (jobs[0].Window)
   {
     case 2:
-      return ProcessShiftsWithWindow<2>(jobs, count);
+      return ProcessShiftsWithWindow<2, TSquare>(jobs, count);
     case 4:
-      return ProcessShiftsWithWindow<4>(jobs, count);
+      return ProcessShiftsWithWindow<4, TSquare>(jobs, count);
     case 6:
-      return ProcessShiftsWithWindow<6>(jobs, count);
+      return ProcessShiftsWithWindow<6, TSquare>(jobs, count);
     case 8:
-      return ProcessShiftsWithWindow<8>(jobs, count);
+      return ProcessShiftsWithWindow<8, TSquare>(jobs, count);
     case 10:
-      return ProcessShiftsWithWindow<10>(jobs, count);
+      return ProcessShiftsWithWindow<10, TSquare>(jobs, count);
     default:
-      return ProcessShiftsWithWindow<0>(jobs, count);
+      return ProcessShiftsWithWindow<0, TSquare>(jobs, count);
   }
+}
+
+void
+ProcessShifts(const ShiftJob * jobs, int count)
+{
+  if (jobs[0].SquareValues)
+  {
+    return ProcessShiftsWithValues<true>(jobs, count);
+  }
+  return ProcessShiftsWithValues<false>(jobs, count);
 }
 
 void

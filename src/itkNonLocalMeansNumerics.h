@@ -88,6 +88,18 @@ CythonMax(double a, double b)
   return (b > a) ? b : a;
 }
 
+/** The Rician noise model's output (doc/numerical-contract.md 6.1) from the weighted mean of the
+ * squared intensities and the bias 2 sigma^2: sqrt(M(mean - bias, 0)), IEEE square root. */
+ITK_NLM_HOST_DEVICE double
+RicianCorrection(double mean, double bias)
+{
+#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
+  return sqrt(CythonMax(mean - bias, 0.0));
+#else
+  return std::sqrt(CythonMax(mean - bias, 0.0));
+#endif
+}
+
 /** Fast-mode weight of one (centre, shift) pair from its raw patch distance. Zero when the
  * distance is beyond the cutoff (adding a zero weight equals skipping the term). */
 ITK_NLM_HOST_DEVICE double

@@ -28,9 +28,11 @@
 #include "itkNonLocalMeansOverrides.h"
 #include "itkGTest.h"
 #include "itkImageRegionConstIteratorWithIndex.h"
+#include "itkImageRegionIteratorWithIndex.h"
 #include "itkStreamingImageFilter.h"
 #include "itkVectorImage.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -59,12 +61,26 @@ SameBits(double a, double b)
   return std::memcmp(&a, &b, sizeof(double)) == 0;
 }
 
+/** The opt-in extensions of contract section 6: the Rician noise model, a noise map, a mask. */
+template <unsigned int VDimension>
+struct Extensions
+{
+  bool                                                         Rician{ false };
+  typename itk::Image<double, VDimension>::ConstPointer        NoiseSigma;
+  typename itk::Image<unsigned char, VDimension>::ConstPointer Mask;
+};
+
 /** The contract's fast mode by its definition: for every cell and shift, raw(c, t) as the nested
  * one-dimensional sums of D over the off-centre box, the weights of both terms, and the
- * accumulation in the contract's order. Slow, for small images. */
+ * accumulation in the contract's order; with the extensions of section 6. Slow, for small images. */
 template <typename TImage>
 std::vector<double>
-ContractOutput(const TImage * image, int patchSize, int d, double h, double sigma)
+ContractOutput(const TImage *                             image,
+               int                                        patchSize,
+               int                                        d,
+               double                                     h,
+               double                                     sigma,
+               const Extensions<TImage::ImageDimension> & extensions = {})
 {
   constexpr unsigned int n = TImage::ImageDimension;
   using T = typename std::conditional<
@@ -91,6 +107,20 @@ ContractOutput(const TImage * image, int patchSize, int d, double h, double sigm
     return static_cast<double>(
       itk::DefaultConvertPixelTraits<typename TImage::PixelType>::GetNthComponent(k, image->GetPixel(index)));
   };
+  // sigma^2 of the noise map at a (reflected) grid point.
+  auto S2 = [&](const Point & p) {
+    typename TImage::IndexType index;
+    for (unsigned int a = 0; a < n; ++a)
+    {
+      index[a] = itk::nlm::ReflectIndex(p[a], static_cast<long long>(size[a]));
+    }
+    const double value = extensions.NoiseSigma->GetPixel(index);
+    return value * value;
+  };
+  auto value = [&](const Point & p, int k) {
+    const double y = Y(p, k);
+    return extensions.Rician ? y * y : y;
+  };
   auto D = [&](const Point & y, const Point & t) {
     Point yt;
     for (unsigned int a = 0; a < n; ++a)
@@ -102,6 +132,10 @@ ContractOutput(const TImage * image, int patchSize, int d, double h, double sigm
     {
       const double diff = Y(y, k) - Y(yt, k);
       acc = (k == 0) ? diff * diff : acc + diff * diff;
+    }
+    if (extensions.NoiseSigma)
+    {
+      return acc - static_cast<double>(K) * (S2(y) + S2(yt));
     }
     return acc - noise;
   };
@@ -171,14 +205,18 @@ ContractOutput(const TImage * image, int patchSize, int d, double h, double sigm
       W = (W + w1) + w2;
       for (int k = 0; k < K; ++k)
       {
-        const double y1 = targetFirst ? Y(xt, k) : Y(xc, k);
-        const double y2 = targetFirst ? Y(xc, k) : Y(xt, k);
+        const double y1 = targetFirst ? value(xt, k) : value(xc, k);
+        const double y2 = targetFirst ? value(xc, k) : value(xt, k);
         R[static_cast<size_t>(k)] = (R[static_cast<size_t>(k)] + w1 * y1) + w2 * y2;
       }
     }
+    const bool   masked = extensions.Mask && extensions.Mask->GetPixel(it.GetIndex()) == 0;
+    const double bias = extensions.NoiseSigma ? 2.0 * S2(x) : 2.0 * (sigma * sigma);
     for (int k = 0; k < K; ++k)
     {
-      out.push_back(static_cast<double>(static_cast<T>(R[static_cast<size_t>(k)] / W)));
+      const double mean = R[static_cast<size_t>(k)] / W;
+      const double result = masked ? Y(x, k) : (extensions.Rician ? std::sqrt(std::max(mean - bias, 0.0)) : mean);
+      out.push_back(static_cast<double>(static_cast<T>(result)));
     }
   }
   return out;
@@ -188,27 +226,37 @@ ContractOutput(const TImage * image, int patchSize, int d, double h, double sigm
  * ContractOutput; computed in `streams` pieces (StreamingImageFilter). */
 template <typename TImage>
 std::vector<double>
-FilterOutput(const TImage * image,
-             int            patchSize,
-             int            d,
-             double         h,
-             double         sigma,
-             unsigned int   streams,
-             std::string &  configuration)
+FilterOutput(const TImage *                             image,
+             int                                        patchSize,
+             int                                        d,
+             double                                     h,
+             double                                     sigma,
+             unsigned int                               streams,
+             std::string &                              configuration,
+             const Extensions<TImage::ImageDimension> & extensions = {})
 {
   using FilterType = itk::CudaNonLocalMeansImageFilter<TImage>;
   auto filter = FilterType::New();
   filter->SetInput(image);
+  filter->SetMaskImage(extensions.Mask);
+  filter->SetNoiseSigmaImage(extensions.NoiseSigma);
+  if (extensions.Rician)
+  {
+    filter->SetNoiseModel(FilterType::NoiseModelEnum::Rician);
+  }
   filter->SetPatchSize(patchSize);
   filter->SetPatchDistance(d);
   filter->SetH(h);
   filter->SetSigma(sigma);
   filter->SetBackend(FilterType::BackendEnum::CPU);
   filter->SetNumberOfWorkUnits(3);
-  filter->Update();
+  auto streamer = itk::StreamingImageFilter<TImage, TImage>::New();
+  streamer->SetInput(filter->GetOutput());
+  streamer->SetNumberOfStreamDivisions(streams);
+  streamer->Update();
   configuration = filter->GetBackendStatistics().Configuration;
   std::vector<double>                   out;
-  itk::ImageRegionConstIterator<TImage> it(filter->GetOutput(), filter->GetOutput()->GetLargestPossibleRegion());
+  itk::ImageRegionConstIterator<TImage> it(streamer->GetOutput(), streamer->GetOutput()->GetLargestPossibleRegion());
   const unsigned int                    K = image->GetNumberOfComponentsPerPixel();
   for (; !it.IsAtEnd(); ++it)
   {
@@ -224,15 +272,16 @@ FilterOutput(const TImage * image,
 /** Every target and two chunkings against the contract's direct sums. */
 template <typename TImage>
 void
-CheckEveryTarget(const std::string & name,
-                 const TImage *      image,
-                 int                 patchSize,
-                 int                 d,
-                 double              h,
-                 double              sigma,
-                 unsigned int        streams = 1)
+CheckEveryTarget(const std::string &                        name,
+                 const TImage *                             image,
+                 int                                        patchSize,
+                 int                                        d,
+                 double                                     h,
+                 double                                     sigma,
+                 unsigned int                               streams = 1,
+                 const Extensions<TImage::ImageDimension> & extensions = {})
 {
-  const std::vector<double> expected = ContractOutput(image, patchSize, d, h, sigma);
+  const std::vector<double> expected = ContractOutput(image, patchSize, d, h, sigma, extensions);
   for (const itk::nlm::cpu::Kernels * kernels : itk::nlm::cpu::AvailableKernels())
   {
     for (long long chunkCells : { 0LL, 37LL })
@@ -242,7 +291,8 @@ CheckEveryTarget(const std::string & name,
       o.CPUChunkCells = chunkCells;
       const ScopedOverrides     scoped(o);
       std::string               configuration;
-      const std::vector<double> actual = FilterOutput(image, patchSize, d, h, sigma, streams, configuration);
+      const std::vector<double> actual =
+        FilterOutput(image, patchSize, d, h, sigma, streams, configuration, extensions);
       EXPECT_NE(configuration.find(kernels->Name), std::string::npos) << configuration;
       ASSERT_EQ(actual.size(), expected.size());
       size_t differing = 0;
@@ -308,6 +358,110 @@ TEST(CudaNonLocalMeansCPUKernels, EveryTargetEqualsTheContractsDirectSumsBitForB
                    1,
                    0.15,
                    0.02);
+}
+
+namespace
+{
+/** A noise map on an image's grid: values in [0, top), some exactly 0. */
+template <unsigned int VDimension>
+typename itk::Image<double, VDimension>::Pointer
+MakeNoiseMap(const itk::ImageBase<VDimension> * like, unsigned int seed, double top)
+{
+  auto map = itk::Image<double, VDimension>::New();
+  map->SetRegions(like->GetLargestPossibleRegion());
+  map->Allocate();
+  std::mt19937                                             engine(seed);
+  std::uniform_real_distribution<double>                   uniform(0.0, top);
+  itk::ImageRegionIterator<itk::Image<double, VDimension>> it(map, map->GetLargestPossibleRegion());
+  for (unsigned int i = 0; !it.IsAtEnd(); ++it, ++i)
+  {
+    it.Set(i % 7 == 3 ? 0.0 : uniform(engine));
+  }
+  return map;
+}
+
+/** A mask on an image's grid: a ball around the centre plus a few scattered pixels. */
+template <unsigned int VDimension>
+typename itk::Image<unsigned char, VDimension>::Pointer
+MakeMask(const itk::ImageBase<VDimension> * like, unsigned int seed)
+{
+  auto mask = itk::Image<unsigned char, VDimension>::New();
+  mask->SetRegions(like->GetLargestPossibleRegion());
+  mask->Allocate();
+  const auto   size = like->GetLargestPossibleRegion().GetSize();
+  std::mt19937 engine(seed);
+  itk::ImageRegionIteratorWithIndex<itk::Image<unsigned char, VDimension>> it(mask, mask->GetLargestPossibleRegion());
+  for (; !it.IsAtEnd(); ++it)
+  {
+    double r2 = 0.0;
+    for (unsigned int a = 0; a < VDimension; ++a)
+    {
+      const double u = (static_cast<double>(it.GetIndex()[a]) + 0.5) / static_cast<double>(size[a]) - 0.5;
+      r2 += u * u;
+    }
+    it.Set((r2 < 0.09 || engine() % 13 == 0) ? 7 : 0);
+  }
+  return mask;
+}
+} // namespace
+
+TEST(CudaNonLocalMeansCPUKernels, EveryTargetEqualsTheContractWithTheExtensionsBitForBit)
+{
+  using Image2 = itk::Image<float, 2>;
+  using Image3 = itk::Image<double, 3>;
+  using Vector2 = itk::VectorImage<double, 2>;
+  using Image4 = itk::Image<float, 4>;
+  {
+    const auto    image = itk::nlm_test::MakeImage<Image2>({ { 23, 11 } }, 1, 51);
+    Extensions<2> rician;
+    rician.Rician = true;
+    CheckEveryTarget("2D float 23x11 p5 d3 Rician", image.GetPointer(), 5, 3, 0.12, 0.05, 1, rician);
+    Extensions<2> map;
+    map.NoiseSigma = MakeNoiseMap<2>(image, 52, 0.12).GetPointer();
+    CheckEveryTarget("2D float 23x11 p5 d3 noise map", image.GetPointer(), 5, 3, 0.12, 0.0, 1, map);
+    Extensions<2> all = map;
+    all.Rician = true;
+    all.Mask = MakeMask<2>(image, 53).GetPointer();
+    CheckEveryTarget("2D float 23x11 p5 d3 Rician, map, mask, 2 streams", image.GetPointer(), 5, 3, 0.12, 0.0, 2, all);
+  }
+  {
+    const auto    image = itk::nlm_test::MakeImage<Image2>({ { 31, 9 } }, 1, 54);
+    Extensions<2> map;
+    map.NoiseSigma = MakeNoiseMap<2>(image, 55, 0.05).GetPointer();
+    map.Rician = true;
+    CheckEveryTarget("2D float 31x9 p13 d2 Rician, map", image.GetPointer(), 13, 2, 0.4, 0.0, 1, map);
+  }
+  {
+    const auto    image = itk::nlm_test::MakeImage<Image3>({ { 13, 7, 6 } }, 1, 56);
+    Extensions<3> all;
+    all.Rician = true;
+    all.NoiseSigma = MakeNoiseMap<3>(image, 57, 0.1).GetPointer();
+    all.Mask = MakeMask<3>(image, 58).GetPointer();
+    CheckEveryTarget("3D double 13x7x6 p3 d2 Rician, map, mask, 3 streams", image.GetPointer(), 3, 2, 0.1, 0.0, 3, all);
+    Extensions<3> mask;
+    mask.Mask = all.Mask;
+    CheckEveryTarget("3D double 13x7x6 p4 d1 mask", image.GetPointer(), 4, 1, 0.2, 0.03, 1, mask);
+  }
+  {
+    const auto    image = itk::nlm_test::MakeImage<Vector2>({ { 14, 8 } }, 3, 59);
+    Extensions<2> all;
+    all.Rician = true;
+    all.NoiseSigma = MakeNoiseMap<2>(image, 60, 0.08).GetPointer();
+    all.Mask = MakeMask<2>(image, 61).GetPointer();
+    CheckEveryTarget(
+      "2D double 3 components 14x8 p3 d2 Rician, map, mask", image.GetPointer(), 3, 2, 0.15, 0.0, 1, all);
+  }
+  {
+    const auto    image = itk::nlm_test::MakeImage<Image4>({ { 7, 4, 3, 3 } }, 1, 62);
+    Extensions<4> all;
+    all.Rician = true;
+    all.NoiseSigma = MakeNoiseMap<4>(image, 63, 0.06).GetPointer();
+    CheckEveryTarget("4D float 7x4x3x3 p3 d1 Rician, map", image.GetPointer(), 3, 1, 0.15, 0.0, 1, all);
+    Extensions<4> p1;
+    p1.Rician = true;
+    p1.Mask = MakeMask<4>(image, 64).GetPointer();
+    CheckEveryTarget("4D float 7x4x3x3 p1 d1 Rician, mask", image.GetPointer(), 1, 1, 0.15, 0.04, 1, p1);
+  }
 }
 
 TEST(CudaNonLocalMeansCPUKernels, EveryTargetsWeightsEqualFastModeWeightBitForBit)
