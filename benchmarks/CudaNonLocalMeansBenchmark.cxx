@@ -26,10 +26,14 @@
 //
 // Usage: CudaNonLocalMeansBenchmark --input FILE --patch-size S --patch-distance D --h H --sigma SIG
 //          [--repeats N] [--single] [--cpu-crop N] [--cpu-repeats N] [--no-cpu] [--no-gpu]
+//          [--rician] [--mask FILE] [--noise-sigma FILE] [--write FILE]
+// --rician, --mask (an unsigned char image) and --noise-sigma (a double image) turn on the opt-in
+// extensions; --write stores the output of the last GPU Update (else of the CPU's).
 
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkExtractImageFilter.h"
 #include "itkImageFileReader.h"
+#include "itkImageFileWriter.h"
 #include "itkImageIOFactory.h"
 #include "itkVectorImage.h"
 
@@ -55,6 +59,10 @@ struct Options
   long        cpuCrop{ 0 }; // 0: whole image
   bool        cpu{ true };
   bool        gpu{ true };
+  bool        rician{ false };
+  std::string mask;
+  std::string noiseSigma;
+  std::string write;
 };
 
 double
@@ -95,6 +103,23 @@ Benchmark(const Options & o)
        << ", \"patch_distance\": " << o.patchDistance << ", \"single_precision\": " << (o.single ? "true" : "false")
        << ", \"read_ms\": " << readMs;
 
+  constexpr unsigned int Dimension = TImage::ImageDimension;
+  using MaskType = itk::Image<unsigned char, Dimension>;
+  using SigmaType = itk::Image<double, Dimension>;
+  typename MaskType::Pointer  mask = o.mask.empty() ? nullptr : itk::ReadImage<MaskType>(o.mask);
+  typename SigmaType::Pointer noiseSigma = o.noiseSigma.empty() ? nullptr : itk::ReadImage<SigmaType>(o.noiseSigma);
+  double                      maskShare = 1.0;
+  if (mask)
+  {
+    const auto * m = mask->GetBufferPointer();
+    maskShare =
+      static_cast<double>(std::count_if(m, m + region.GetNumberOfPixels(), [](unsigned char v) { return v != 0; })) /
+      voxels;
+  }
+  json << ", \"rician\": " << (o.rician ? "true" : "false") << ", \"mask_share\": " << maskShare
+       << ", \"noise_map\": " << (noiseSigma ? "true" : "false");
+  typename TImage::Pointer written;
+
   auto make = [&](BackendEnum backend) {
     auto f = FilterType::New();
     f->SetInput(image);
@@ -104,6 +129,12 @@ Benchmark(const Options & o)
     f->SetSigma(o.sigma);
     f->SetSinglePrecision(o.single);
     f->SetBackend(backend);
+    f->SetMaskImage(mask);
+    f->SetNoiseSigmaImage(noiseSigma);
+    if (o.rician)
+    {
+      f->SetNoiseModel(FilterType::NoiseModelEnum::Rician);
+    }
     return f;
   };
 
@@ -158,6 +189,7 @@ Benchmark(const Options & o)
            << ", \"setup_ms_median\": " << Median(setup) << ", \"allocation_ms_median\": " << Median(allocation)
            << ", \"repeats\": " << wall.size() << ", \"kernel_vops\": " << voxels * offsets / (Median(kernel) / 1000.0)
            << ", \"update_vops\": " << voxels * offsets / (Median(wall) / 1000.0);
+      written = f->GetOutput();
     }
   }
   if (o.cpu)
@@ -189,12 +221,20 @@ Benchmark(const Options & o)
     }
     const double ms = Median(times);
     const double cpuVoxels = static_cast<double>(cpuInput->GetLargestPossibleRegion().GetNumberOfPixels());
+    if (!written && o.cpuCrop == 0)
+    {
+      written = f->GetOutput();
+    }
     json << ", \"cpu_size\": \"" << cpuInput->GetLargestPossibleRegion().GetSize() << "\", \"cpu_ms\": " << ms
          << ", \"cpu_work_units\": " << f->GetNumberOfWorkUnits() << ", \"cpu_simd\": \""
          << f->GetBackendStatistics().Configuration << "\""
          << ", \"cpu_vops\": " << cpuVoxels * offsets / (ms / 1000.0);
   }
   json << "}";
+  if (!o.write.empty() && written)
+  {
+    itk::WriteImage(written, o.write);
+  }
   std::cout << "RESULT " << json.str() << std::endl;
 }
 
@@ -243,11 +283,24 @@ main(int argc, char * argv[])
       o.cpu = false;
     else if (a == "--no-gpu")
       o.gpu = false;
+    else if (a == "--rician")
+      o.rician = true;
+    else if (a == "--mask")
+      o.mask = next();
+    else if (a == "--noise-sigma")
+      o.noiseSigma = next();
+    else if (a == "--write")
+      o.write = next();
     else
     {
       std::cerr << "Unknown argument " << a << std::endl;
       return EXIT_FAILURE;
     }
+  }
+  if (o.cpuCrop > 0 && !(o.mask.empty() && o.noiseSigma.empty()))
+  {
+    std::cerr << "--cpu-crop takes no --mask or --noise-sigma (they are on the whole image's grid)" << std::endl;
+    return EXIT_FAILURE;
   }
   try
   {

@@ -85,6 +85,7 @@ constexpr int      NVRTC_SUCCESS = 0;
   _(CUresult, cuMemHostRegister, (void *, size_t, unsigned int), "cuMemHostRegister_v2")                               \
   _(CUresult, cuMemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream), "cuMemcpyHtoDAsync_v2")                \
   _(CUresult, cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoHAsync_v2")                      \
+  _(CUresult, cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream), "cuMemsetD8Async")                      \
   _(CUresult,                                                                                                          \
     cuLaunchKernel,                                                                                                    \
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **),    \

@@ -19,6 +19,7 @@
 #include "itkNonLocalMeansNumerics.h"
 #include "itkNonLocalMeansInputChecks.h"
 #include "itkNonLocalMeansCPUKernels.h"
+#include "itkNonLocalMeansExtensions.h"
 #include "itkNonLocalMeansParallelFor.h"
 #include "itkNonLocalMeansProgress.h"
 #include "itkNonLocalMeansOverrides.h"
@@ -398,12 +399,7 @@ public:
         const Int i = begin + i0;
         if (p.Mask != nullptr && p.Mask[i] == 0)
         {
-          for (int k = 0; k < K; ++k)
-          {
-            StoreOutput(
-              p.Output, p.OutputType, K * i + k, static_cast<TIn>(m_Y[static_cast<size_t>(K * (y + i0) + k)]));
-          }
-          continue;
+          continue; // nlm::KeepInputWhereMasked
         }
         const double w = m_WeightSum[static_cast<size_t>(i)];
         for (int k = 0; k < K; ++k)
@@ -854,14 +850,9 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
         const Int cx =
           (x0 - o - start[0]) * xs[0] + (x1 - o - start[1]) * xs[1] + ((n > 2) ? (x2 - o - start[2]) * xs[2] : 0);
         const Int oi = o0 + o1 * outStride[1] + o2 * outStride[2];
-        if (p.Mask != nullptr && p.Mask[oi] == 0) // contract section 6.3: the input value
+        if (p.Mask != nullptr && p.Mask[oi] == 0)
         {
-          const T * xc = X.data() + K * (cx + o * xs[0] + o * xs[1] + ((n > 2) ? o * xs[2] : 0));
-          for (int k = 0; k < K; ++k)
-          {
-            StoreOutput(p.Output, p.OutputType, K * oi + k, xc[k]);
-          }
-          continue;
+          continue; // nlm::KeepInputWhereMasked
         }
         std::fill(nv.begin(), nv.end(), T(0));
         T         wsum = T(0);
@@ -1038,6 +1029,7 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
   {
     SolveSlowMode<double>(problem, L, caller, threader, numberOfWorkUnits);
   }
+  nlm::KeepInputWhereMasked(problem, threader, numberOfWorkUnits);
   ReportProgress(caller, 1.0);
 }
 

@@ -17,6 +17,7 @@
  *=========================================================================*/
 #include "itkNonLocalMeansCUDABackend.h"
 #include "itkNonLocalMeansCUDADevice.h"
+#include "itkNonLocalMeansExtensions.h"
 #include "itkNonLocalMeansInputChecks.h"
 #include "itkNonLocalMeansLaunchPlan.h"
 #include "itkNonLocalMeansProgress.h"
@@ -327,6 +328,7 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
   {
     this->RunOnDevices(devices, problem, caller, threader, numberOfWorkUnits, setupStart);
   }
+  nlm::KeepInputWhereMasked(problem, threader, numberOfWorkUnits);
   nlm::ReportProgress(caller, 1.0);
 }
 

@@ -43,7 +43,7 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   key << p.Dimension << ' ' << p.Components << ' ' << NonLocalMeansBackend::EffectivePatchSize(p.PatchSize) << ' '
       << p.PatchDistance << ' ' << static_cast<int>(p.InputType) << ' ' << static_cast<int>(p.OutputType) << ' '
       << p.SinglePrecision << ' ' << std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p))) << ' '
-      << o.ColumnKernelOff;
+      << o.ColumnKernelOff << ' ' << static_cast<int>(p.NoiseModel) << ' ' << (p.NoiseSigma != nullptr);
   for (int v : o.ColumnShape)
   {
     key << " c" << v;

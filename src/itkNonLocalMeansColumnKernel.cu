@@ -39,6 +39,7 @@ constexpr int FY = T1 + EXT + 2 * PD;
 constexpr int FZ = T2 + EXT + 2 * PD;
 constexpr int FXY = FX * FY;
 static_assert(DIM == 3 && WIN >= 1, "the column kernel is for 3D with a patch size of 3 or more");
+static_assert(!NLM_NOISE_MAP, "the column kernel takes no noise map (the planner picks the tiled kernel)");
 static_assert(T0 == 32 - EXT && T1 * 32 == R * NT && NT % 32 == 0, "one warp per R rows of 32 - EXT voxels");
 
 /** Whether the target term of a shift is added first (a compile-time tag). */
@@ -67,7 +68,11 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   extern __shared__ double sharedRaw[];
   Real *                   F = reinterpret_cast<Real *>(sharedRaw);
   long long                tile = p.tileOffset + blockIdx.x;
-  const long long          c0 = tile % p.tiles[0];
+  if (!TileIsActive(p, tile)) // no voxel to compute (mask)
+  {
+    return;
+  }
+  const long long c0 = tile % p.tiles[0];
   tile /= p.tiles[0];
   const long long c1 = tile % p.tiles[1];
   const long long c2 = tile / p.tiles[1];
@@ -102,6 +107,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   const Real    invNorm = static_cast<Real>(p.invNorm);
   const Real    noise = static_cast<Real>(p.noise);
   const double  negScale = p.negScale;
+  const Real    bias = static_cast<Real>(p.bias); // Rician: 2 sigma^2
 
   Real ws[R][TZ];
   Real rs[R][TZ][K];
@@ -222,8 +228,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
           for (int k = 0; k < K; ++k)
           {
-            yc[k] = (O == 1) ? keepP[r][q][k] : plus[c + k];
-            yt[k] = (O == 1) ? keepM[r][q][k] : minus[c + k];
+            yc[k] = Value((O == 1) ? keepP[r][q][k] : plus[c + k]);
+            yt[k] = Value((O == 1) ? keepM[r][q][k] : minus[c + k]);
           }
           if constexpr (decltype(order)::value)
           {
@@ -284,7 +290,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
           for (int k = 0; k < K; ++k)
           {
-            out[o * K + k] = static_cast<TOut>(static_cast<TIn>(rs[r][q][k] / ws[r][q]));
+            out[o * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[r][q][k], ws[r][q], bias)));
           }
         }
       }

@@ -49,6 +49,9 @@
 //   NLM_REAL_IS_FLOAT 1 for float arithmetic
 //   NLM_INDEX      integer type of offsets inside a block's footprint: int or long long
 //   NLM_ROWS       column kernel: rows along axis 1 per thread
+//   NLM_RICIAN     1: Rician noise model (terms add w * Y^2; the output is bias-corrected)
+//   NLM_NOISE_MAP  1: a padded sigma^2 per cell (FastKernelParameters::noiseMap) gives the noise
+//                  term of every pair of grid points (tiled kernel only)
 //
 // The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (3D, patch size 3 or
 // more) in itkNonLocalMeansColumnKernel.cu; the host compiles one of them per configuration.
@@ -129,9 +132,11 @@ Unpack(WeightStore w)
 #endif
 }
 
-/** D(y) for the current shift: sum over channels of the squared difference, minus the noise term. */
+/** D(y) for the current shift: sum over channels of the squared difference, minus the noise term:
+ * `noise`, or with a noise map K * (s2(y) + s2(y + t)), where s2 points at y's cell of the padded
+ * sigma^2 (doc/numerical-contract.md 6.2). */
 __device__ __forceinline__ Real
-PatchTerm(const Real * __restrict__ y, Index tOff, Real noise)
+PatchTerm(const Real * __restrict__ y, const Real * __restrict__ s2, Index tOff, Real noise)
 {
   Real acc = 0;
 #pragma unroll
@@ -140,7 +145,48 @@ PatchTerm(const Real * __restrict__ y, Index tOff, Real noise)
     const Real diff = y[k] - y[tOff * K + k];
     acc = (k == 0) ? diff * diff : acc + diff * diff;
   }
+#if NLM_NOISE_MAP
+  return acc - static_cast<Real>(K) * (s2[0] + s2[tOff]);
+#else
   return acc - noise;
+#endif
+}
+
+/** The value a term adds: Y, or Y^2 for the Rician noise model (contract 6.1). */
+__device__ __forceinline__ Real
+Value(Real y)
+{
+#if NLM_RICIAN
+  return y * y;
+#else
+  return y;
+#endif
+}
+
+/** An output value from the accumulators: R / W, or for the Rician noise model
+ * sqrt(M(R / W - bias, 0)) with bias = 2 sigma^2 (contract 6.1). */
+__device__ __forceinline__ Real
+Output(Real r, Real w, Real bias)
+{
+  const Real mean = r / w;
+#if NLM_RICIAN
+#  if NLM_REAL_IS_FLOAT
+  const float v = mean - bias;
+  return sqrtf((0.0f > v) ? 0.0f : v);
+#  else
+  return itk::nlm::RicianCorrection(mean, bias);
+#  endif
+#else
+  (void)bias;
+  return mean;
+#endif
+}
+
+/** Whether the block's tile has a voxel to compute (FastKernelParameters::activeTiles). */
+__device__ __forceinline__ bool
+TileIsActive(const itk::nlm::FastKernelParameters & p, long long tile)
+{
+  return p.activeTiles == 0 || reinterpret_cast<const unsigned char *>(p.activeTiles)[tile] != 0;
 }
 } // namespace
 

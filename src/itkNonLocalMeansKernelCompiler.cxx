@@ -86,6 +86,8 @@ KernelConfig::Macros() const
   m.push_back(std::string("-DNLM_REAL_IS_FLOAT=") + (SinglePrecision ? "1" : "0"));
   m.push_back(std::string("-DNLM_INDEX=") + (WideIndex ? "long long" : "int"));
   m.push_back("-DNLM_ROWS=" + std::to_string(Rows));
+  m.push_back(std::string("-DNLM_RICIAN=") + (Rician ? "1" : "0"));
+  m.push_back(std::string("-DNLM_NOISE_MAP=") + (NoiseMap ? "1" : "0"));
   return m;
 }
 
@@ -143,7 +145,8 @@ KernelConfig::Describe() const
     os << " z-segments " << ZSegments;
   }
   os << " " << (InputDouble ? "double" : "float") << "->" << (OutputDouble ? "double" : "float") << " arithmetic "
-     << (SinglePrecision ? "float" : "double") << (WideIndex ? " wide-index" : "");
+     << (SinglePrecision ? "float" : "double") << (WideIndex ? " wide-index" : "") << (Rician ? " Rician" : "")
+     << (NoiseMap ? " noise-map" : "");
   return os.str();
 }
 

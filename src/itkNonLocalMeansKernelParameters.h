@@ -38,6 +38,10 @@ struct FastKernelParameters
   double    invNorm;    // the double nearest 1 / norm
   double    noise;      // K * (2 * sigma^2)
   double    negScale;   // WeightScale(norm), for FastModeWeightHighWordScaled
+  // The opt-in extensions (doc/numerical-contract.md section 6).
+  double             bias;        // Rician: 2 * sigma^2 (without a noise map)
+  unsigned long long noiseMap;    // device address of the padded sigma^2 (Y's cells, one value each), or 0
+  unsigned long long activeTiles; // device address of one byte per tile of the slab (0: skip the tile), or 0
 };
 
 /** Parameters of nlm_pad (reflect padding of the uploaded input planes). */

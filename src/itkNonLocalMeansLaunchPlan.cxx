@@ -59,6 +59,8 @@ BaseConfiguration(const Problem & p)
   base.InputDouble = p.InputType == NonLocalMeansBackend::ElementType::Float64;
   base.OutputDouble = p.OutputType == NonLocalMeansBackend::ElementType::Float64;
   base.SinglePrecision = p.SinglePrecision;
+  base.Rician = (p.NoiseModel == CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician);
+  base.NoiseMap = (p.NoiseSigma != nullptr);
   return base;
 }
 
@@ -72,7 +74,7 @@ ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Override
 {
   const int largestPatch = o.ColumnShape.empty() ? 3 : 11;
   return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= largestPatch && o.TileShape.empty() &&
-         !o.ColumnKernelOff && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+         !o.ColumnKernelOff && !base.NoiseMap && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
@@ -291,7 +293,7 @@ SlabBytes(const Problem & p, const KernelConfig & c, const long long (&tileSpan)
     output *= static_cast<double>(p.OutputSize[a]);
   }
   const double realBytes = c.SinglePrecision ? sizeof(float) : sizeof(double);
-  return static_cast<std::uint64_t>(padded * c.Components * realBytes +
+  return static_cast<std::uint64_t>(padded * (c.Components + (c.NoiseMap ? 1 : 0)) * realBytes +
                                     input * c.Components * ElementBytes(p.InputType) +
                                     output * c.Components * ElementBytes(p.OutputType));
 }
@@ -375,6 +377,9 @@ SetFastParameters(const Problem & p, const LaunchPlan & plan, SlabPlan & s, cons
   s.Fast.invNorm = 1.0 / norm;
   s.Fast.noise = static_cast<double>(p.Components) * (2.0 * (p.Sigma * p.Sigma));
   s.Fast.negScale = WeightScale(norm);
+  s.Fast.bias = 2.0 * (p.Sigma * p.Sigma);
+  s.Fast.noiseMap = 0;    // set by the slab pipeline
+  s.Fast.activeTiles = 0; // set by the slab pipeline
 }
 
 void

@@ -16,6 +16,7 @@
  *
  *=========================================================================*/
 #include "itkNonLocalMeansSlabPipeline.h"
+#include "itkNonLocalMeansExtensions.h"
 #include "itkNonLocalMeansInputChecks.h"
 #include "itkNonLocalMeansProgress.h"
 
@@ -51,6 +52,7 @@ SlabPipeline::Run()
 {
   ChooseTransfersAndCheckInput();
   AllocateDeviceBuffers();
+  UploadExtensions();
   UploadPaddingAndLaunching();
   DownloadAsChunksComplete();
   ThrowIfAborted();
@@ -92,6 +94,46 @@ SlabPipeline::AllocateDeviceBuffers()
   m_Run.Statistics.AllocationMilliseconds += MillisecondsSince(start);
   m_Drained = std::make_unique<StreamsDrained>(
     m_Run.Driver, std::initializer_list<cuda::CUstream>{ m_Run.KernelStream, m_Run.CopyStream });
+}
+
+/** The slab's padded sigma^2 (noise map) and the bytes of the tiles a mask leaves to compute, on
+ * the kernel stream (before any kernel of the slab). */
+void
+SlabPipeline::UploadExtensions()
+{
+  const auto & p = m_Run.Problem;
+  const auto   start = Clock::now();
+  if (p.NoiseSigma != nullptr)
+  {
+    const bool single = m_Run.Plan.Config.SinglePrecision;
+    const auto upload = [&](const auto & values) {
+      const std::size_t bytes = values.size() * sizeof(values[0]);
+      m_NoiseMap = std::make_unique<DeviceBuffer>(m_Run.Driver, bytes);
+      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuMemcpyHtoDAsync(m_NoiseMap->Get(), values.data(), bytes, m_Run.KernelStream));
+      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.KernelStream)); // before `values` goes
+    };
+    if (single)
+    {
+      upload(PaddedNoiseMap<float>(p, m_Slab.Pad, m_Run.Threader, m_Run.WorkUnits));
+    }
+    else
+    {
+      upload(PaddedNoiseMap<double>(p, m_Slab.Pad, m_Run.Threader, m_Run.WorkUnits));
+    }
+  }
+  if (p.Mask != nullptr)
+  {
+    const std::vector<std::uint8_t> active = ActiveTiles(
+      p, m_Slab.Fast.tiles, m_Run.Plan.Config.Tile, m_Slab.Fast.outSize, m_Run.Plan.OuterAxis, m_Slab.First);
+    m_ActiveTiles = std::make_unique<DeviceBuffer>(m_Run.Driver, active.size());
+    ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                       cuMemcpyHtoDAsync(m_ActiveTiles->Get(), active.data(), active.size(), m_Run.KernelStream));
+    // Skipped tiles write nothing: their planes are downloaded as zeros, then replaced by the input
+    // (KeepInputWhereMasked).
+    ITK_NLM_CUDA_CHECK(m_Run.Driver, cuMemsetD8Async(m_Output->Get(), 0, m_Slab.OutputBytes, m_Run.KernelStream));
+    ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.KernelStream));
+  }
+  m_Run.Statistics.UploadMilliseconds += MillisecondsSince(start);
 }
 
 /** Uploads in pieces of planes on the copy stream; pads and starts the kernel chunks that the
@@ -190,6 +232,8 @@ SlabPipeline::LaunchReadyChunks()
   {
     auto parameters = m_Slab.Fast;
     parameters.tileOffset = chunks[m_Launched].FirstTile;
+    parameters.noiseMap = m_NoiseMap ? m_NoiseMap->Get() : 0;
+    parameters.activeTiles = m_ActiveTiles ? m_ActiveTiles->Get() : 0;
     void * args[] = { &padded, &output, &parameters };
     m_Starts.push_back(std::make_unique<Event>(m_Run.Driver));
     m_Starts.back()->Record(m_Run.KernelStream);

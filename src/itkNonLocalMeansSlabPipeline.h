@@ -80,6 +80,8 @@ private:
   void
   AllocateDeviceBuffers();
   void
+  UploadExtensions();
+  void
   UploadPaddingAndLaunching();
   void
   PadUpTo(long long planes);
@@ -101,6 +103,7 @@ private:
   bool             m_FuseCheck{ false };
 
   std::unique_ptr<DeviceBuffer>   m_Input, m_Padded, m_Output;
+  std::unique_ptr<DeviceBuffer>   m_NoiseMap, m_ActiveTiles; // the extensions' (null when unused)
   std::unique_ptr<StreamsDrained> m_Drained; // after the buffers: nothing in flight uses them when they go
 
   std::unique_ptr<Event>              m_Uploaded; // the planes uploaded so far

@@ -111,7 +111,7 @@ Gather(int                 tid,
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
-        rs[v][k] = (rs[v][k] + wt * Yt[aT + k]) + wc * Yt[ac + k];
+        rs[v][k] = (rs[v][k] + wt * Value(Yt[aT + k])) + wc * Value(Yt[ac + k]);
       }
     }
     else
@@ -120,7 +120,7 @@ Gather(int                 tid,
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
-        rs[v][k] = (rs[v][k] + wc * Yt[ac + k]) + wt * Yt[aT + k];
+        rs[v][k] = (rs[v][k] + wc * Value(Yt[ac + k])) + wt * Value(Yt[aT + k]);
       }
     }
   }
@@ -137,8 +137,12 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   Real *                   bufB = bufA + SIZE_A; // 4D only, SIZE_B cells
   WeightStore *            bufW = reinterpret_cast<WeightStore *>(bufB + SIZE_B);
 
-  // This block's tile.
-  long long       tile = p.tileOffset + blockIdx.x;
+  // This block's tile; a tile with no voxel to compute (mask) is left alone.
+  long long tile = p.tileOffset + blockIdx.x;
+  if (!TileIsActive(p, tile))
+  {
+    return;
+  }
   const long long c0 = tile % p.tiles[0];
   tile /= p.tiles[0];
   const long long c1 = tile % p.tiles[1];
@@ -164,6 +168,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     base += (lo[3] + E) * p.ySize[0] * p.ySize[1] * p.ySize[2];
   }
   const Real * Yt = Y + base * K;
+  const Real * S2t = NLM_NOISE_MAP ? reinterpret_cast<const Real *>(p.noiseMap) + base : Yt; // sigma^2 (unused: Yt)
   const Real   norm = static_cast<Real>(p.norm);
   const Real   invNorm = static_cast<Real>(p.invNorm);
   const Real   noise = static_cast<Real>(p.noise);
@@ -237,13 +242,15 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                   ++i3;
                 }
               }
-              const Real * rowBase = Yt + (o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O + 1 + lane)) * K;
+              const Index  rowCell = o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O + 1 + lane);
+              const Real * rowBase = Yt + rowCell * K;
               const bool   loads = lane < dLen;
               const bool   stores = lane < w0len;
               while (i3 < L3)
               {
-                const Real * y = rowBase + (i1 * ys1 + i2 * ys2 + i3 * ys3) * K;
-                const Real   term = loads ? PatchTerm(y, tOff, noise) : Real(0);
+                const Index  cell = i1 * ys1 + i2 * ys2 + i3 * ys3;
+                const Real * y = rowBase + cell * K;
+                const Real   term = loads ? PatchTerm(y, S2t + (rowCell + cell), tOff, noise) : Real(0);
                 Real         acc = term;
 #pragma unroll
                 for (int j = 1; j < WIN; ++j)
@@ -279,12 +286,14 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                 {
                   continue;
                 }
-                const Real * y = Yt + ((o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + i0)) * K;
-                Real         acc = PatchTerm(y, tOff, noise);
+                const Index  cell = (o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + i0);
+                const Real * y = Yt + cell * K;
+                const Real * s2 = S2t + cell;
+                Real         acc = PatchTerm(y, s2, tOff, noise);
 #pragma unroll
                 for (int j = 1; j < WIN; ++j)
                 {
-                  acc = acc + PatchTerm(y + j * K, tOff, noise);
+                  acc = acc + PatchTerm(y + j * K, s2 + j, tOff, noise);
                 }
                 bufA[f] = acc;
               }
@@ -451,10 +460,12 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     if (g0 < p.outSize[0] && g1 < p.outSize[1] && g2 < p.outSize[2] && g3 < p.outSize[3])
     {
       const long long o = g0 + p.outSize[0] * (g1 + p.outSize[1] * (g2 + p.outSize[2] * g3));
+      // The Rician bias: 2 sigma^2, at the voxel with a noise map.
+      const Real bias = NLM_NOISE_MAP ? Real(2) * S2t[x0 + x1 * ys1 + x2 * ys2 + x3 * ys3] : static_cast<Real>(p.bias);
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
-        out[o * K + k] = static_cast<TOut>(static_cast<TIn>(rs[v][k] / ws[v]));
+        out[o * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[v][k], ws[v], bias)));
       }
     }
   }

@@ -31,6 +31,11 @@
 #include "itkStreamingImageFilter.h"
 #include "itkGTest.h"
 #include "itkVectorImage.h"
+#include "itkImageRegionIteratorWithIndex.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
 
 #include <cstdlib>
 #include <fstream>
@@ -86,6 +91,10 @@ struct Params
   itk::SizeValueType memory{ 0 };
   unsigned int       streams{ 1 };
   std::vector<int>   devices{};
+  // The extensions (doc/numerical-contract.md section 6).
+  bool                          rician{ false };
+  itk::DataObject::ConstPointer noiseMap{};
+  itk::DataObject::ConstPointer mask{};
 };
 
 /** Sets the filter's parameters from p. */
@@ -102,6 +111,10 @@ Configure(TFilter * filter, const Params & p, itk::CudaNonLocalMeansImageFilterE
   filter->SetMaximumGPUMemory(p.memory);
   filter->SetDevices(p.devices);
   filter->SetBackend(backend);
+  using Base = typename TFilter::MaskImageType;
+  filter->SetNoiseModel(p.rician ? TFilter::NoiseModelEnum::Rician : TFilter::NoiseModelEnum::Gaussian);
+  filter->SetMaskImage(dynamic_cast<const Base *>(p.mask.GetPointer()));
+  filter->SetNoiseSigmaImage(dynamic_cast<const Base *>(p.noiseMap.GetPointer()));
 }
 
 template <typename TIn, typename TOut = TIn>
@@ -273,6 +286,140 @@ TEST(CudaNonLocalMeansGPU, EqualsTheCPUBackendBitwiseIn4D)
   Compare("4D double p3 d2", Image<D4>({ 9, 8, 7, 6 }, 1, 18).GetPointer(), { 3, 2, 0.1, 0.05 });
   Compare("4D 2-channel float p3 d1", Image<VF4>({ 7, 6, 6, 5 }, 2, 19).GetPointer(), { 3, 1, 0.15, 0.1 });
   Compare("4D float p5 d1", Image<F4>({ 10, 9, 8, 7 }, 1, 20).GetPointer(), { 5, 1, 0.2, 0.0 });
+}
+
+namespace
+{
+/** A noise map on an image's grid: values in [0, top), every seventh exactly 0. */
+template <unsigned int VDimension>
+itk::DataObject::ConstPointer
+NoiseMap(const itk::ImageBase<VDimension> * like, unsigned int seed, double top)
+{
+  auto map = itk::Image<double, VDimension>::New();
+  map->SetRegions(like->GetLargestPossibleRegion());
+  map->Allocate();
+  std::mt19937                                             engine(seed);
+  std::uniform_real_distribution<double>                   uniform(0.0, top);
+  itk::ImageRegionIterator<itk::Image<double, VDimension>> it(map, map->GetLargestPossibleRegion());
+  for (unsigned int i = 0; !it.IsAtEnd(); ++it, ++i)
+  {
+    it.Set(i % 7 == 3 ? 0.0 : uniform(engine));
+  }
+  return map.GetPointer();
+}
+
+/** A mask on an image's grid: a ball of a third of the extent, and a few scattered pixels. */
+template <unsigned int VDimension>
+itk::DataObject::ConstPointer
+Mask(const itk::ImageBase<VDimension> * like, unsigned int seed)
+{
+  auto mask = itk::Image<unsigned char, VDimension>::New();
+  mask->SetRegions(like->GetLargestPossibleRegion());
+  mask->Allocate();
+  const auto   size = like->GetLargestPossibleRegion().GetSize();
+  std::mt19937 engine(seed);
+  itk::ImageRegionIteratorWithIndex<itk::Image<unsigned char, VDimension>> it(mask, mask->GetLargestPossibleRegion());
+  for (; !it.IsAtEnd(); ++it)
+  {
+    double r2 = 0.0;
+    for (unsigned int a = 0; a < VDimension; ++a)
+    {
+      const double u = (static_cast<double>(it.GetIndex()[a]) + 0.5) / static_cast<double>(size[a]) - 0.5;
+      r2 += u * u;
+    }
+    it.Set((r2 < 1.0 / 9.0 || engine() % 97 == 0) ? 1 : 0);
+  }
+  return mask.GetPointer();
+}
+
+/** p with the Rician model, a noise map and a mask as asked. */
+template <unsigned int VDimension>
+Params
+With(Params p, const itk::ImageBase<VDimension> * image, bool rician, bool map, bool mask, unsigned int seed)
+{
+  p.rician = rician;
+  if (map)
+  {
+    p.noiseMap = NoiseMap<VDimension>(image, seed, 0.1);
+  }
+  if (mask)
+  {
+    p.mask = Mask<VDimension>(image, seed + 1);
+  }
+  return p;
+}
+} // namespace
+
+TEST(CudaNonLocalMeansGPU, TheExtensionsEqualTheCPUBackendBitwise)
+{
+  // Rician, noise maps and masks (contract section 6) on the tiled and the column kernel, in 2D,
+  // 3D and 4D, with channels, integer input, slabs, streaming and two devices.
+  {
+    const auto image = Image<F2>({ 67, 45 }, 1, 41);
+    Compare("2D float p7 d5 Rician", image.GetPointer(), With<2>({ 7, 5, 0.1, 0.05 }, image, true, false, false, 42));
+    Compare("2D float p7 d5 map, mask", image.GetPointer(), With<2>({ 7, 5, 0.1, 0.0 }, image, false, true, true, 43));
+  }
+  {
+    const auto image = Image<VD2>({ 40, 35 }, 3, 44);
+    Compare("2D RGB double p3 d5 Rician, map, mask",
+            image.GetPointer(),
+            With<2>({ 3, 5, 0.1, 0.0 }, image, true, true, true, 45));
+  }
+  {
+    const auto image = Image<F3>({ 33, 27, 19 }, 1, 46);
+    Compare("3D float p3 d3 Rician, mask (column kernel)",
+            image.GetPointer(),
+            With<3>({ 3, 3, 0.1, 0.1 }, image, true, false, true, 47));
+    Compare("3D float p3 d3 Rician, map, mask (tiled kernel)",
+            image.GetPointer(),
+            With<3>({ 3, 3, 0.1, 0.0 }, image, true, true, true, 48));
+    Params slabs = With<3>({ 3, 3, 0.1, 0.0 }, image, true, true, true, 49);
+    slabs.memory = 2400000; // two slabs of the tiled kernel, shared by the two devices
+    slabs.streams = 3;
+    slabs.devices = { 0, 0 };
+    Compare("3D float p3 d3 Rician, map, mask, slabs, 3 streams, 2 devices", image.GetPointer(), slabs);
+  }
+  {
+    const auto image = Image<D3>({ 29, 23, 18 }, 1, 50);
+    Compare("3D double p5 d2 map, mask", image.GetPointer(), With<3>({ 5, 2, 0.2, 0.0 }, image, false, true, true, 51));
+    Compare("3D double p7 d11 Rician, map, mask",
+            image.GetPointer(),
+            With<3>({ 7, 11, 0.1, 0.0 }, image, true, true, true, 52));
+  }
+  {
+    const auto image = Image<U3>({ 24, 21, 18 }, 1, 53, 255.0);
+    Compare<U3, D3>("3D uint8 -> double p3 d2 Rician, mask",
+                    image.GetPointer(),
+                    With<3>({ 3, 2, 25.0, 10.0 }, image, true, false, true, 54));
+  }
+  {
+    const auto image = Image<VF3>({ 19, 22, 17 }, 3, 55);
+    Compare("3D 3-channel float p3 d2 Rician, map",
+            image.GetPointer(),
+            With<3>({ 3, 2, 0.12, 0.0 }, image, true, true, false, 56));
+  }
+  {
+    const auto image = Image<D4>({ 9, 8, 7, 6 }, 1, 57);
+    Compare("4D double p3 d2 Rician, map, mask",
+            image.GetPointer(),
+            With<4>({ 3, 2, 0.1, 0.0 }, image, true, true, true, 58));
+  }
+  {
+    // Single precision with the extensions: close to float64.
+    const auto image = Image<D3>({ 30, 26, 20 }, 1, 59);
+    Params     p = With<3>({ 5, 3, 0.12, 0.0 }, image, true, true, true, 60);
+    const auto f64 = Compute<D3>(image.GetPointer(), p, BackendEnum::CUDA);
+    p.single = true;
+    const auto                        f32 = Compute<D3>(image.GetPointer(), p, BackendEnum::CUDA);
+    double                            worst = 0.0;
+    itk::ImageRegionConstIterator<D3> a(f64, f64->GetLargestPossibleRegion()), b(f32, f32->GetLargestPossibleRegion());
+    for (; !a.IsAtEnd(); ++a, ++b)
+    {
+      worst = std::max(worst, std::abs(a.Get() - b.Get()));
+    }
+    std::cout << "single precision with Rician, map, mask: max |f32 - f64| = " << worst << std::endl;
+    Check(worst < 1e-4, "single precision with the extensions is within 1e-4 of float64");
+  }
 }
 
 TEST(CudaNonLocalMeansGPU, UploadsInPiecesAndLaunchesOfFewTilesChangeNoBit)

@@ -63,7 +63,8 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
   {
     int  dim, k, s, d, t0, t1, t2, t3, threads, segments;
     bool inDouble, outDouble, single, wide;
-    int  rows; // column kernel (0: tiled)
+    int  rows;     // column kernel (0: tiled)
+    int  features; // 1: Rician, 2: noise map, 3: both
   };
   std::vector<Variant> variants = {
     // 2D tiles
@@ -98,6 +99,16 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false },
     { 4, 2, 3, 1, 16, 8, 4, 2, 256, 1, false, false, false, false },
     { 4, 1, 5, 1, 8, 4, 2, 2, 32, 1, false, true, true, true },
+    // The extensions (contract section 6): Rician and noise maps on the tiled kernel, Rician on
+    // the column kernel
+    { 2, 1, 7, 11, 16, 32, 1, 1, 128, 1, false, false, false, false, 0, 3 },
+    { 2, 3, 3, 5, 24, 16, 1, 1, 128, 1, true, true, false, false, 0, 2 },
+    { 3, 1, 3, 3, 16, 16, 8, 1, 256, 1, true, true, false, false, 0, 3 },
+    { 3, 1, 5, 2, 16, 8, 8, 1, 256, 2, true, false, true, true, 0, 3 },
+    { 3, 1, 21, 21, 16, 16, 8, 1, 256, 1, true, true, false, false, 0, 3 },
+    { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false, 0, 3 },
+    { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, false, false, false, false, 2, 1 },
+    { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, true, true, true, false, 2, 1 },
   };
   int failures = 0;
   for (const auto & v : variants)
@@ -118,6 +129,8 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.SinglePrecision = v.single;
     c.WideIndex = v.wide;
     c.Rows = v.rows;
+    c.Rician = (v.features & 1) != 0;
+    c.NoiseMap = (v.features & 2) != 0;
     for (int arch : archs)
     {
       try

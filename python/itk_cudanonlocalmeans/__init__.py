@@ -10,6 +10,17 @@ dimensions, and computes with ``itk.CudaNonLocalMeansImageFilter`` (on the GPU w
 otherwise on the CPU). The numbers equal scikit-image's to 1 ulp for float32 and to a few 1e-9 for
 float64 (see the module's README).
 
+Three opt-in keywords go beyond scikit-image (doc/numerical-contract.md, section 6); without them
+the function is scikit-image's:
+
+- ``rician=True``: the Rician noise model of magnitude MR images, sqrt(max(NLM(x^2) - 2 sigma^2, 0));
+  it needs ``sigma > 0`` or an array ``sigma``.
+- ``mask=``: a boolean or integer array of the image's spatial shape; pixels where it is 0 (False)
+  keep their input value, the others are computed exactly as without a mask, and work outside it
+  is skipped.
+- ``sigma=`` an array of the image's spatial shape: the noise standard deviation of every pixel (a
+  noise map), finite and 0 or more; fast mode only.
+
 Where scikit-image accepts input it cannot process meaningfully, this function refuses it:
 ``h == 0`` and ``patch_distance < 0`` raise ``ValueError`` (scikit-image returns a degenerate mean
 or NaN). A negative ``h`` or ``sigma`` is used by its absolute value, as scikit-image does.
@@ -88,10 +99,11 @@ def _to_float(image, preserve_range):
 
 
 def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=True, sigma=0.0, *,
-                     preserve_range=False, channel_axis=None, backend="auto"):
+                     preserve_range=False, channel_axis=None, backend="auto", rician=False, mask=None):
     """Non-local means denoising, as ``skimage.restoration.denoise_nl_means`` 0.26.0.
 
     Parameters are scikit-image's; ``backend`` ('auto', 'cpu' or 'cuda') selects where to compute.
+    The opt-in ``rician``, ``mask`` and array ``sigma`` are described in the module's docstring.
     Returns a float32 array for float16 and float32 input, float64 otherwise.
     """
     patch_size, patch_distance, h, sigma = _parameters(patch_size, patch_distance, h, sigma, backend)
@@ -101,7 +113,8 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     _check_dimensions(ndim)
     image = _to_float(np.asarray(image), preserve_range)
     _check_mode(ndim, axis is not None, fast_mode, h, patch_distance)
-    result = _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend)
+    _check_extensions(image.shape[:-1], fast_mode, sigma, rician, mask)
+    result = _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend, rician, mask)
     return _output_shape(result, ndim, fast_mode, axis, np)
 
 
@@ -113,8 +126,28 @@ def _parameters(patch_size, patch_distance, h, sigma, backend):
     patch_distance = operator.index(patch_distance)
     h = float(h)
     sigma * sigma  # TypeError for None, as in scikit-image, which uses only sigma * sigma
+    if np.ndim(sigma) > 0:  # a noise map (an extension): checked by _check_extensions
+        return max(patch_size, 1), patch_distance, h, sigma
     sigma = abs(float(sigma))
     return max(patch_size, 1), patch_distance, h, sigma  # scikit-image treats 0 as 1; negative crash it
+
+
+def _check_extensions(spatial_shape, fast_mode, sigma, rician, mask):
+    """The opt-in keywords' errors, in the words of this function's parameters."""
+    if np.ndim(sigma) > 0:
+        if tuple(np.shape(sigma)) != tuple(spatial_shape):
+            raise ValueError(f"an array sigma (a noise map) must have the image's spatial shape {tuple(spatial_shape)}, "
+                             f"not {tuple(np.shape(sigma))}")
+        if not fast_mode:
+            raise ValueError("an array sigma (a noise map) needs fast_mode=True; give a scalar sigma in classic mode")
+    if rician and np.ndim(sigma) == 0 and not sigma > 0:
+        raise ValueError("rician=True subtracts the noise bias 2*sigma**2: give sigma > 0 or an array sigma")
+    if mask is not None:
+        if np.asarray(mask).dtype.kind not in "biu":
+            raise ValueError(f"mask must be a boolean or integer array, not {np.asarray(mask).dtype}")
+        if tuple(np.shape(mask)) != tuple(spatial_shape):
+            raise ValueError(f"mask must have the image's spatial shape {tuple(spatial_shape)}, not "
+                             f"{tuple(np.shape(mask))}")
 
 
 def _channels_last(image, channel_axis, xp):
@@ -154,9 +187,11 @@ def _check_mode(ndim, multichannel, fast_mode, h, patch_distance):
         raise ValueError(f"patch_distance is {patch_distance}; it must be 0 or more.")
 
 
-def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend):
+def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend, rician=False,
+                           mask=None):
     """The filter on a float32/float64 array whose last axis holds the channels (checked and
-    converted by the caller); returns an array of the same shape and type."""
+    converted by the caller); returns an array of the same shape and type. `sigma` is a number or
+    an array of the spatial shape (a noise map), `mask` None or such an array."""
     import itk
 
     ndim = image.ndim - 1
@@ -183,7 +218,13 @@ def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigm
     filt.SetPatchSize(patch_size)
     filt.SetPatchDistance(patch_distance)
     filt.SetH(abs(h))
-    filt.SetSigma(sigma)
+    if np.ndim(sigma) > 0:
+        filt.SetNoiseSigmaImage(itk.image_from_array(np.ascontiguousarray(sigma, dtype=np.float64)))
+    else:
+        filt.SetSigma(sigma)
+    if mask is not None:
+        filt.SetMaskImage(itk.image_from_array(np.ascontiguousarray(np.asarray(mask) != 0, dtype=np.uint8)))
+    filt.SetNoiseModel(enums.NoiseModel_Rician if rician else enums.NoiseModel_Gaussian)
     filt.SetFastMode(bool(fast_mode))
     filt.SetBackend({"auto": enums.Backend_Auto, "cpu": enums.Backend_CPU, "cuda": enums.Backend_CUDA}[backend])
     filt.Update()

@@ -16,17 +16,18 @@ kept in one chunk.
 
 import numpy as np
 
-from . import _channels_last, _check_dimensions, _check_mode, _denoise_channels_last, _output_shape, _parameters, \
-    _to_float
+from . import _channels_last, _check_dimensions, _check_extensions, _check_mode, _denoise_channels_last, \
+    _output_shape, _parameters, _to_float
 
 __all__ = ["denoise_nl_means"]
 
 
 def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=True, sigma=0.0, *,
-                     preserve_range=False, channel_axis=None, backend="auto"):
+                     preserve_range=False, channel_axis=None, backend="auto", rician=False, mask=None):
     """``itk_cudanonlocalmeans.denoise_nl_means`` on a ``dask.array`` (or anything
     ``dask.array.asarray`` takes), as a lazy ``dask.array`` of the same dtype and shape the drop-in
-    would return."""
+    would return. An array ``sigma`` (noise map) and ``mask`` may be Dask or NumPy arrays of the
+    image's spatial shape; they are cut into the image's blocks with the same halo."""
     import dask.array as da
 
     patch_size, patch_distance, h, sigma = _parameters(patch_size, patch_distance, h, sigma, backend)
@@ -37,13 +38,25 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     _check_mode(ndim, axis is not None, fast_mode, h, patch_distance)
 
     # Elementwise conversion, then blocks with their halo; the channels stay together.
+    _check_extensions(image.shape[:-1], fast_mode, sigma, rician, mask)
     image = image.map_blocks(_to_float, preserve_range, dtype=float_dtype)
     image = image.rechunk({ndim: -1})
     halo = (patch_size + 1 if patch_size % 2 == 0 else patch_size) // 2 + patch_distance + 1
     depth = {a: halo for a in range(ndim)}
     depth[ndim] = 0
-    result = image.map_overlap(_denoise_channels_last, depth=depth, boundary="none", trim=True, dtype=float_dtype,
-                               patch_size=patch_size, patch_distance=patch_distance, h=h, fast_mode=fast_mode,
-                               sigma=sigma, backend=backend)
+    # The noise map and the mask travel as arrays of the image's blocks with one channel.
+    spatial = image.chunks[:-1]
+    extras = [da.asarray(a)[..., np.newaxis].rechunk(spatial + ((1,),)) for a in (sigma, mask)
+              if a is not None and np.ndim(a) > 0]
+    has_map, has_mask = np.ndim(sigma) > 0, mask is not None
+
+    def block(values, *more):
+        more = [m[..., 0] for m in more]
+        noise = more.pop(0) if has_map else sigma
+        return _denoise_channels_last(values, patch_size, patch_distance, h, fast_mode, noise, backend, rician,
+                                      more.pop(0) if has_mask else None)
+
+    result = da.map_overlap(block, image, *extras, depth=depth, boundary="none", trim=True, dtype=float_dtype,
+                            align_arrays=False)
 
     return _output_shape(result, ndim, fast_mode, axis, da)
