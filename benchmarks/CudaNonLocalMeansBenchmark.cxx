@@ -26,9 +26,10 @@
 //
 // Usage: CudaNonLocalMeansBenchmark --input FILE --patch-size S --patch-distance D --h H --sigma SIG
 //          [--repeats N] [--single] [--cpu-crop N] [--cpu-repeats N] [--no-cpu] [--no-gpu]
-//          [--rician] [--mask FILE] [--noise-sigma FILE] [--write FILE]
+//          [--rician] [--mask FILE] [--noise-sigma FILE] [--write FILE] [--classic]
 // --rician, --mask (an unsigned char image) and --noise-sigma (a double image) turn on the opt-in
-// extensions; --write stores the output of the last GPU Update (else of the CPU's).
+// extensions; --write stores the output of the last GPU Update (else of the CPU's); --classic
+// turns FastMode off.
 
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkExtractImageFilter.h"
@@ -60,6 +61,7 @@ struct Options
   bool        cpu{ true };
   bool        gpu{ true };
   bool        rician{ false };
+  bool        classic{ false };
   std::string mask;
   std::string noiseSigma;
   std::string write;
@@ -117,7 +119,7 @@ Benchmark(const Options & o)
       voxels;
   }
   json << ", \"rician\": " << (o.rician ? "true" : "false") << ", \"mask_share\": " << maskShare
-       << ", \"noise_map\": " << (noiseSigma ? "true" : "false");
+       << ", \"noise_map\": " << (noiseSigma ? "true" : "false") << ", \"classic\": " << (o.classic ? "true" : "false");
   typename TImage::Pointer written;
 
   auto make = [&](BackendEnum backend) {
@@ -128,6 +130,7 @@ Benchmark(const Options & o)
     f->SetH(o.h);
     f->SetSigma(o.sigma);
     f->SetSinglePrecision(o.single);
+    f->SetFastMode(!o.classic);
     f->SetBackend(backend);
     f->SetMaskImage(mask);
     f->SetNoiseSigmaImage(noiseSigma);
@@ -285,6 +288,8 @@ main(int argc, char * argv[])
       o.gpu = false;
     else if (a == "--rician")
       o.rician = true;
+    else if (a == "--classic")
+      o.classic = true;
     else if (a == "--mask")
       o.mask = next();
     else if (a == "--noise-sigma")

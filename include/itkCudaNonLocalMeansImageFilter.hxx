@@ -124,6 +124,21 @@ ReadMask(const ImageBase<VDimension> * mask, const ImageRegion<VDimension> & reg
          ReadMaskAs<unsigned long long>(mask, region, out) || ReadMaskAs<long long>(mask, region, out);
 }
 
+/** The mask's pixels over `region` as bytes, for a mask of any integer pixel type: in place for an
+ * unsigned char image that holds exactly `region` (the backends treat every non-zero byte alike),
+ * else copied into `out`. */
+template <unsigned int VDimension>
+const std::uint8_t *
+MaskBytes(const ImageBase<VDimension> * mask, const ImageRegion<VDimension> & region, std::vector<std::uint8_t> & out)
+{
+  const auto * bytes = dynamic_cast<const Image<unsigned char, VDimension> *>(mask);
+  if (bytes != nullptr && bytes->GetBufferedRegion() == region)
+  {
+    return bytes->GetBufferPointer();
+  }
+  return ReadMask(mask, region, out) ? out.data() : nullptr;
+}
+
 /** The noise map's pixels over `region` as doubles when it is an itk::Image of TPixel. */
 template <typename TPixel, unsigned int VDimension>
 bool
@@ -341,26 +356,34 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
   if (const MaskImageType * mask = this->GetMaskImage())
   {
     nlm_detail::VerifyBuffered(mask, outRegion, "MaskImage");
-    if (!nlm_detail::ReadMask(mask, outRegion, maskCopy))
+    problem.Mask = nlm_detail::MaskBytes(mask, outRegion, maskCopy);
+    if (problem.Mask == nullptr)
     {
       itkExceptionMacro("MaskImage is a " << mask->GetNameOfClass()
                                           << " whose pixel type is not supported; give an itk::Image of an integer "
                                              "pixel type (for example unsigned char) as MaskImage.");
     }
-    problem.Mask = maskCopy.data();
   }
   std::vector<double> sigmaCopy;
   if (const NoiseSigmaImageType * sigma = this->GetNoiseSigmaImage())
   {
     nlm_detail::VerifyBuffered(sigma, buffered, "NoiseSigmaImage");
-    if (!nlm_detail::ReadNoiseSigmaAs<double>(sigma, buffered, sigmaCopy) &&
-        !nlm_detail::ReadNoiseSigmaAs<float>(sigma, buffered, sigmaCopy))
+    const auto * doubles = dynamic_cast<const Image<double, ImageDimension> *>(sigma);
+    if (doubles != nullptr && doubles->GetBufferedRegion() == buffered)
+    {
+      problem.NoiseSigma = doubles->GetBufferPointer(); // in place
+    }
+    else if (!nlm_detail::ReadNoiseSigmaAs<double>(sigma, buffered, sigmaCopy) &&
+             !nlm_detail::ReadNoiseSigmaAs<float>(sigma, buffered, sigmaCopy))
     {
       itkExceptionMacro("NoiseSigmaImage is a " << sigma->GetNameOfClass()
                                                 << " whose pixel type is not supported; give an itk::Image of float "
                                                    "or double as NoiseSigmaImage.");
     }
-    problem.NoiseSigma = sigmaCopy.data();
+    else
+    {
+      problem.NoiseSigma = sigmaCopy.data();
+    }
   }
 
   // Output: written in place for float and double components, through a double buffer otherwise.

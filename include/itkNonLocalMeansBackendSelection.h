@@ -34,7 +34,7 @@ namespace itk
  * cannot (no usable device, driver or NVRTC; its limits, compile, memory). Auto computes on the
  * CUDA backend when it can, otherwise on the CPU backend, with the same numbers: the cause is in
  * the run statistics (CPUFallbackReason) and a warning is due once per cause and process. An abort
- * is never retried. The classic algorithm (FastMode off) runs on the CPU backend.
+ * is never retried.
  *
  * \ingroup CudaNonLocalMeans
  */

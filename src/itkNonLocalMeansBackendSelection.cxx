@@ -67,11 +67,6 @@ TryCUDA(const Problem &                          problem,
         NonLocalMeansBackendSelection::Outcome & outcome,
         std::string &                            whyNot)
 {
-  if (!problem.FastMode)
-  {
-    whyNot = "the classic algorithm (FastMode off) is computed by the CPU backend";
-    return false;
-  }
   NonLocalMeansBackend::Pointer cuda = NonLocalMeansBackendSelection::CreateCUDABackend(whyNot);
   if (cuda.IsNull())
   {

@@ -20,6 +20,7 @@
 #include "itkNonLocalMeansInputChecks.h"
 #include "itkNonLocalMeansCPUKernels.h"
 #include "itkNonLocalMeansExtensions.h"
+#include "itkNonLocalMeansSlowModeKernel.h"
 #include "itkNonLocalMeansParallelFor.h"
 #include "itkNonLocalMeansProgress.h"
 #include "itkNonLocalMeansOverrides.h"
@@ -179,6 +180,7 @@ StoreOutput(void * out, ElementType type, Int index, TValue value)
 /** Output cells per chunk at most when a mask is given: chunks that hold no cell to compute are
  * skipped, so smaller ones follow the mask's outline (and skip more). */
 constexpr Int MaskedChunkCells = Int{ 1 } << 14;
+constexpr Int MaskedChunkRow = 32; // and nearly cubic chunks
 
 struct Chunk
 {
@@ -186,13 +188,13 @@ struct Chunk
   Index4 hi;
 };
 
-/** Splits the output box into chunks of about `targetCells` cells; axis 0 is kept whole up to 128
- * cells, the other axes are cut into pieces of about equal length. */
+/** Splits the output box into chunks of about `targetCells` cells; axis 0 is kept whole up to
+ * `longestRow` cells, the other axes are cut into pieces of about equal length. */
 std::vector<Chunk>
-MakeChunks(const Layout & L, Int targetCells)
+MakeChunks(const Layout & L, Int targetCells, Int longestRow = 128)
 {
   Index4 len{ { 1, 1, 1, 1 } };
-  len[0] = std::min<Int>(L.outSize[0], std::max<Int>(targetCells, 1) < 128 ? std::max<Int>(targetCells, 1) : 128);
+  len[0] = std::min<Int>(L.outSize[0], std::min<Int>(std::max<Int>(targetCells, 1), longestRow));
   const Int rest = std::max<Int>(1, targetCells / len[0]);
   const int outer = L.n - 1;
   if (outer > 0)
@@ -346,7 +348,10 @@ public:
     const unsigned int threads =
       std::max(1u, std::min(workUnits, threader != nullptr ? threader->GetMaximumNumberOfThreads() : 1u));
     std::vector<Chunk> chunks =
-      ChunksToCompute(p, MakeChunks(L, (m_ChunkCells > 0) ? m_ChunkCells : ChunkCells(cells, threads, p)));
+      ChunksToCompute(p,
+                      MakeChunks(L,
+                                 (m_ChunkCells > 0) ? m_ChunkCells : ChunkCells(cells, threads, p),
+                                 (p.Mask != nullptr) ? MaskedChunkRow : Int{ 128 }));
 
     // The work is cut into about 50 steps; between steps the calling thread reports progress and
     // checks for an abort request. A step is a group of chunks (at least two per thread) with a
@@ -642,140 +647,6 @@ private:
 // Slow mode
 // ----------------------------------------------------------------------------------------------
 
-/** NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src), in T. */
-template <typename T>
-T
-NumPyPairwiseSum(const T * a, Int n)
-{
-  if (n < 8)
-  {
-    T res = T(0);
-    for (Int i = 0; i < n; ++i)
-    {
-      res = res + a[i];
-    }
-    return res;
-  }
-  if (n <= 128)
-  {
-    T r[8];
-    for (int j = 0; j < 8; ++j)
-    {
-      r[j] = a[j];
-    }
-    Int i = 8;
-    for (; i < n - (n % 8); i += 8)
-    {
-      for (int j = 0; j < 8; ++j)
-      {
-        r[j] = r[j] + a[i + j];
-      }
-    }
-    T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i)
-    {
-      res = res + a[i];
-    }
-    return res;
-  }
-  Int n2 = n / 2;
-  n2 -= n2 % 8;
-  return NumPyPairwiseSum(a, n2) + NumPyPairwiseSum(a + n2, n - n2);
-}
-
-/** NumPy's float32 `exp` on x86-64 with AVX2+FMA3 or AVX-512F (the SIMD kernel `simd_exp_FLOAT` in
- * numpy/_core/src/umath/loops_exponent_log.dispatch.c.src): Cody-Waite range reduction with fused
- * multiply-adds and a 5th/2nd order rational approximation. It is not correctly rounded (up to 2.5
- * ulp), so scikit-image's float32 slow-mode kernel is reproduced only with this exact algorithm.
- * Valid for finite arguments whose result is a normal number, which holds for the kernel. */
-inline float
-NumPyExpFloat32(float x)
-{
-  // Constants as NumPy defines them (npy_simd_data.h, npy_math.h).
-  constexpr float log2e = 1.442695040888963407359924681001892137f;
-  constexpr float roundMagic = 0x1.800000p+23f;
-  constexpr float ln2High = -6.93145752e-1f;
-  constexpr float ln2Low = -1.42860677e-6f;
-  constexpr float p0 = 9.999999999980870924916e-01f;
-  constexpr float p1 = 7.257664613233124478488e-01f;
-  constexpr float p2 = 2.473615434895520810817e-01f;
-  constexpr float p3 = 5.114512081637298353406e-02f;
-  constexpr float p4 = 6.757896990527504603057e-03f;
-  constexpr float p5 = 5.082762527590693718096e-04f;
-  constexpr float q0 = 1.0f;
-  constexpr float q1 = -2.742335390411667452936e-01f;
-  constexpr float q2 = 2.159509375685829852307e-02f;
-  float           k = x * log2e;
-  k = (k + roundMagic) - roundMagic; // round to nearest
-  x = std::fma(k, ln2High, x);
-  x = std::fma(k, ln2Low, x);
-  x = std::fma(k, 0.0f, x);
-  float num = std::fma(p5, x, p4);
-  num = std::fma(num, x, p3);
-  num = std::fma(num, x, p2);
-  num = std::fma(num, x, p1);
-  num = std::fma(num, x, p0);
-  float den = std::fma(q2, x, q1);
-  den = std::fma(den, x, q0);
-  return std::ldexp(num / den, static_cast<int>(k));
-}
-
-inline float
-NumPyExp(float x)
-{
-  return NumPyExpFloat32(x);
-}
-
-inline double
-NumPyExp(double x)
-{
-  return std::exp(x);
-}
-
-/** scikit-image's slow-mode Gaussian patch kernel (spec 4.2, NumPy 2 promotion rules), in T. */
-template <typename T>
-std::vector<T>
-SlowModeKernel(int n, int K, int s, double h)
-{
-  const int o = s / 2;
-  const T   A = static_cast<T>(static_cast<double>(s - 1) / 4.0);
-  const T   divisor = static_cast<T>(2.0 * static_cast<double>(A) * static_cast<double>(A));
-  Int       count = 1;
-  for (int a = 0; a < n; ++a)
-  {
-    count *= s;
-  }
-  std::vector<T> e(static_cast<size_t>(count));
-  for (Int i = 0; i < count; ++i)
-  {
-    Int rem = i;
-    T   q = T(0);
-    for (int a = n - 1; a >= 0; --a)
-    {
-      const T off = static_cast<T>(static_cast<int>(rem % s) - o);
-      q = q + off * off;
-      rem /= s;
-    }
-    e[static_cast<size_t>(i)] = NumPyExp((-q) / divisor);
-  }
-  const T S = T(0) + NumPyPairwiseSum(e.data(), count);
-  const T hT = static_cast<T>(h);
-  T       denominator;
-  if (n == 2)
-  {
-    denominator = ((static_cast<T>(K) * S) * hT) * hT;
-  }
-  else
-  {
-    denominator = (S * hT) * hT;
-  }
-  const T factor = T(1) / denominator;
-  for (auto & v : e)
-  {
-    v = v * factor;
-  }
-  return e;
-}
 
 /** The Rician output in slow mode's working type T: sqrt(M(mean - bias, 0)) (contract 6.1). */
 template <typename T>
@@ -800,7 +671,7 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
   const int o = s / 2;
   const int d = p.PatchDistance;
 
-  const std::vector<T> kernel = SlowModeKernel<T>(n, K, s, p.H);
+  const std::vector<T> kernel = nlm::SlowModeKernel<T>(n, K, s, p.H);
   const T              v = static_cast<T>(2.0 * (p.Sigma * p.Sigma));
   const bool           rician = (p.NoiseModel == CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician);
 

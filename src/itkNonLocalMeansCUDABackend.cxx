@@ -305,11 +305,6 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
                               MultiThreaderBase * threader,
                               unsigned int        numberOfWorkUnits)
 {
-  if (!problem.FastMode)
-  {
-    itkGenericExceptionMacro("The CUDA backend computes fast mode only; compute the classic algorithm (FastMode "
-                             "off) on the CPU backend.");
-  }
   m_Statistics = RunStatistics{};
   const auto setupStart = Clock::now();
   const auto devices = DevicesOf(problem, m_Device);

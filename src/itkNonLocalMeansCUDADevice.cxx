@@ -43,7 +43,8 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   key << p.Dimension << ' ' << p.Components << ' ' << NonLocalMeansBackend::EffectivePatchSize(p.PatchSize) << ' '
       << p.PatchDistance << ' ' << static_cast<int>(p.InputType) << ' ' << static_cast<int>(p.OutputType) << ' '
       << p.SinglePrecision << ' ' << std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p))) << ' '
-      << o.ColumnKernelOff << ' ' << static_cast<int>(p.NoiseModel) << ' ' << (p.NoiseSigma != nullptr);
+      << o.ColumnKernelOff << ' ' << static_cast<int>(p.NoiseModel) << ' ' << (p.NoiseSigma != nullptr) << ' '
+      << p.FastMode;
   for (int v : o.ColumnShape)
   {
     key << " c" << v;

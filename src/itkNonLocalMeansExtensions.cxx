@@ -156,16 +156,18 @@ ActiveTiles(const NonLocalMeansBackend::Problem & p,
             const long long (&tiles)[4],
             const int (&tile)[4],
             const long long (&outSize)[4],
-            int       outerAxis,
-            long long first)
+            int                 outerAxis,
+            long long           first,
+            MultiThreaderBase * threader,
+            unsigned int        workUnits)
 {
   std::int64_t region[4];
   Extents(p, p.OutputSize, region);
   std::vector<std::uint8_t> active(static_cast<std::size_t>(tiles[0] * tiles[1] * tiles[2] * tiles[3]), 0);
-  for (std::size_t t = 0; t < active.size(); ++t)
-  {
-    long long rest = static_cast<long long>(t);
-    long long lo[4], hi[4];
+  ParallelFor(threader, workUnits, static_cast<std::int64_t>(active.size()), [&](std::int64_t index) {
+    const auto t = static_cast<std::size_t>(index);
+    long long  rest = index;
+    long long  lo[4], hi[4];
     for (int a = 0; a < 4; ++a)
     {
       const long long c = rest % tiles[a];
@@ -189,7 +191,7 @@ ActiveTiles(const NonLocalMeansBackend::Problem & p,
         }
       }
     }
-  }
+  });
   return active;
 }
 

@@ -59,8 +59,10 @@ ActiveTiles(const NonLocalMeansBackend::Problem & problem,
             const long long (&tiles)[4],
             const int (&tile)[4],
             const long long (&outSize)[4],
-            int       outerAxis,
-            long long first);
+            int                 outerAxis,
+            long long           first,
+            MultiThreaderBase * threader,
+            unsigned int        workUnits);
 
 } // namespace nlm
 } // namespace itk

@@ -42,6 +42,10 @@ struct FastKernelParameters
   double             bias;        // Rician: 2 * sigma^2 (without a noise map)
   unsigned long long noiseMap;    // device address of the padded sigma^2 (Y's cells, one value each), or 0
   unsigned long long activeTiles; // device address of one byte per tile of the slab (0: skip the tile), or 0
+  // The classic kernel (slow mode).
+  long long          outStart[4];   // image index of the slab's first output cell
+  long long          imageSize[4];  // whole image extent (candidates are clipped to it)
+  unsigned long long classicKernel; // device address of the patch kernel wk (working type), or 0
 };
 
 /** Parameters of nlm_pad (reflect padding of the uploaded input planes). */

@@ -64,6 +64,24 @@ BaseConfiguration(const Problem & p)
   return base;
 }
 
+/** The classic kernel's configuration (slow mode): one thread per pixel of a 16 x 16 tile (2D) or an
+ * 8 x 8 x 4 tile (3D); the working type's arithmetic (single precision does not apply). */
+KernelConfig
+ClassicConfiguration(KernelConfig base)
+{
+  base.Classic = true;
+  base.SinglePrecision = false;
+  const int tile[2][4] = { { 16, 16, 1, 1 }, { 8, 8, 4, 1 } };
+  for (int a = 0; a < 4; ++a)
+  {
+    base.Tile[a] = tile[base.Dimension == 2 ? 0 : 1][a];
+  }
+  base.ThreadCount = 256;
+  base.ZSegments = 1;
+  base.MinBlocks = 2;
+  return base;
+}
+
 /** Whether the 3D column kernel applies: 3D, patch 3 (3 to 11 when its shape is forced), not
  * switched off, and weights that can use the scaled form (-kExpA / norm a finite double: h above
  * about 1e-151). From patch 5 on the tiled kernel is as fast or faster on an H200 (256^3 float64:
@@ -378,8 +396,14 @@ SetFastParameters(const Problem & p, const LaunchPlan & plan, SlabPlan & s, cons
   s.Fast.noise = static_cast<double>(p.Components) * (2.0 * (p.Sigma * p.Sigma));
   s.Fast.negScale = WeightScale(norm);
   s.Fast.bias = 2.0 * (p.Sigma * p.Sigma);
-  s.Fast.noiseMap = 0;    // set by the slab pipeline
-  s.Fast.activeTiles = 0; // set by the slab pipeline
+  s.Fast.noiseMap = 0;      // set by the slab pipeline
+  s.Fast.activeTiles = 0;   // set by the slab pipeline
+  s.Fast.classicKernel = 0; // set by the slab pipeline
+  for (int a = 0; a < 4; ++a)
+  {
+    s.Fast.outStart[a] = (a < n) ? p.OutputStart[a] + ((a == A) ? s.First : 0) : 0;
+    s.Fast.imageSize[a] = (a < n) ? p.ImageSize[a] : 1;
+  }
 }
 
 void
@@ -503,6 +527,10 @@ ChooseConfiguration(const Problem &         p,
                     const PlanningAborted & aborted)
 {
   const KernelConfig base = BaseConfiguration(p);
+  if (!p.FastMode)
+  {
+    return ClassicConfiguration(base);
+  }
   if (ColumnKernelApplies(p, base, o))
   {
     bool               found = false;

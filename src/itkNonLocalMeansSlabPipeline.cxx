@@ -18,6 +18,7 @@
 #include "itkNonLocalMeansSlabPipeline.h"
 #include "itkNonLocalMeansExtensions.h"
 #include "itkNonLocalMeansInputChecks.h"
+#include "itkNonLocalMeansSlowModeKernel.h"
 #include "itkNonLocalMeansProgress.h"
 
 #include <algorithm>
@@ -96,8 +97,8 @@ SlabPipeline::AllocateDeviceBuffers()
     m_Run.Driver, std::initializer_list<cuda::CUstream>{ m_Run.KernelStream, m_Run.CopyStream });
 }
 
-/** The slab's padded sigma^2 (noise map) and the bytes of the tiles a mask leaves to compute, on
- * the kernel stream (before any kernel of the slab). */
+/** The slab's padded sigma^2 (noise map), the classic kernel's patch weights (slow mode) and the
+ * bytes of the tiles a mask leaves to compute, on the kernel stream (before any kernel of the slab). */
 void
 SlabPipeline::UploadExtensions()
 {
@@ -121,10 +122,36 @@ SlabPipeline::UploadExtensions()
       upload(PaddedNoiseMap<double>(p, m_Slab.Pad, m_Run.Threader, m_Run.WorkUnits));
     }
   }
+  if (m_Run.Plan.Config.Classic)
+  {
+    const auto upload = [&](const auto & kernel) {
+      const std::size_t bytes = kernel.size() * sizeof(kernel[0]);
+      m_ClassicKernel = std::make_unique<DeviceBuffer>(m_Run.Driver, bytes);
+      ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                         cuMemcpyHtoDAsync(m_ClassicKernel->Get(), kernel.data(), bytes, m_Run.KernelStream));
+      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.KernelStream));
+    };
+    const int n = static_cast<int>(p.Dimension), K = static_cast<int>(p.Components);
+    const int s = NonLocalMeansBackend::EffectivePatchSize(p.PatchSize);
+    if (p.InputType == NonLocalMeansBackend::ElementType::Float32)
+    {
+      upload(SlowModeKernel<float>(n, K, s, p.H));
+    }
+    else
+    {
+      upload(SlowModeKernel<double>(n, K, s, p.H));
+    }
+  }
   if (p.Mask != nullptr)
   {
-    const std::vector<std::uint8_t> active = ActiveTiles(
-      p, m_Slab.Fast.tiles, m_Run.Plan.Config.Tile, m_Slab.Fast.outSize, m_Run.Plan.OuterAxis, m_Slab.First);
+    const std::vector<std::uint8_t> active = ActiveTiles(p,
+                                                         m_Slab.Fast.tiles,
+                                                         m_Run.Plan.Config.Tile,
+                                                         m_Slab.Fast.outSize,
+                                                         m_Run.Plan.OuterAxis,
+                                                         m_Slab.First,
+                                                         m_Run.Threader,
+                                                         m_Run.WorkUnits);
     m_ActiveTiles = std::make_unique<DeviceBuffer>(m_Run.Driver, active.size());
     ITK_NLM_CUDA_CHECK(m_Run.Driver,
                        cuMemcpyHtoDAsync(m_ActiveTiles->Get(), active.data(), active.size(), m_Run.KernelStream));
@@ -234,6 +261,7 @@ SlabPipeline::LaunchReadyChunks()
     parameters.tileOffset = chunks[m_Launched].FirstTile;
     parameters.noiseMap = m_NoiseMap ? m_NoiseMap->Get() : 0;
     parameters.activeTiles = m_ActiveTiles ? m_ActiveTiles->Get() : 0;
+    parameters.classicKernel = m_ClassicKernel ? m_ClassicKernel->Get() : 0;
     void * args[] = { &padded, &output, &parameters };
     m_Starts.push_back(std::make_unique<Event>(m_Run.Driver));
     m_Starts.back()->Record(m_Run.KernelStream);

@@ -20,7 +20,7 @@
 // sigma, float32/float64/uint8 inputs, patch sizes 1..7, distances 0..11, non-cubic sizes and sizes
 // not divisible by the tile, images smaller than the padding, forced tile shapes, multi-slab runs
 // forced by a low memory budget, streaming, repeated Updates, several filters alive at once (also
-// from several threads), slow mode (CPU fallback), progress and abort; and the accuracy of the
+// from several threads), slow mode (the classic kernel), progress and abort; and the accuracy of the
 // opt-in single-precision mode. The program exits 77 (skipped) when no usable CUDA device exists.
 
 #include "itkCudaNonLocalMeansImageFilter.h"
@@ -667,13 +667,39 @@ TEST(CudaNonLocalMeansGPU, RepeatedUpdatesAndConcurrentFiltersChangeNoBit)
   }
 }
 
-TEST(CudaNonLocalMeansGPU, ClassicModeRunsOnTheCPUBackend)
+TEST(CudaNonLocalMeansGPU, ClassicModeEqualsTheCPUBackendBitwise)
 {
-  // Slow mode: the CUDA backend runs it on the CPU backend.
-  {
-    Params p{ 5, 3, 0.15, 0.05 };
+  // Slow mode on the classic kernel, where scikit-image has it (2D with any channels, 3D with one),
+  // float and double, with the Rician model and a mask, in slabs and streamed.
+  const auto slow = [](Params p) {
     p.fast = false;
-    Compare("2D float slow mode (CPU fallback)", Image<F2>({ 30, 28 }, 1, 24).GetPointer(), p);
+    return p;
+  };
+  Compare("2D float slow p5 d3", Image<F2>({ 30, 28 }, 1, 24).GetPointer(), slow({ 5, 3, 0.15, 0.05 }));
+  Compare("2D double slow p7 d5", Image<D2>({ 41, 37 }, 1, 61).GetPointer(), slow({ 7, 5, 0.2, 0.02 }));
+  Compare("2D float slow p4 d2 tiny h (the NaN hazard)",
+          Image<F2>({ 20, 17 }, 1, 62).GetPointer(),
+          slow({ 4, 2, 0.004, 0.0 }));
+  Compare("2D RGB float slow p3 d4", Image<VF2>({ 35, 33 }, 3, 63).GetPointer(), slow({ 3, 4, 0.1, 0.05 }));
+  Compare("2D RGB double slow p5 d2", Image<VD2>({ 26, 29 }, 3, 64).GetPointer(), slow({ 5, 2, 0.12, 0.0 }));
+  Compare("3D float slow p3 d2", Image<F3>({ 23, 19, 17 }, 1, 65).GetPointer(), slow({ 3, 2, 0.12, 0.05 }));
+  Compare("3D double slow p5 d3", Image<D3>({ 19, 21, 15 }, 1, 66).GetPointer(), slow({ 5, 3, 0.2, 0.0 }));
+  Compare<U3, D3>(
+    "3D uint8 -> double slow p3 d2", Image<U3>({ 20, 18, 13 }, 1, 67, 255.0).GetPointer(), slow({ 3, 2, 30.0, 8.0 }));
+  {
+    const auto image = Image<F3>({ 27, 23, 21 }, 1, 68);
+    Params     p = slow(With<3>({ 3, 3, 0.1, 0.05 }, image, true, false, true, 69));
+    Compare("3D float slow p3 d3 Rician, mask", image.GetPointer(), p);
+    p.memory = 200000;
+    p.streams = 2;
+    p.devices = { 0, 0 };
+    Compare("3D float slow p3 d3 Rician, mask, slabs, 2 streams, 2 devices", image.GetPointer(), p);
+  }
+  {
+    const auto image = Image<VD2>({ 31, 26 }, 3, 70);
+    Compare("2D RGB double slow p5 d3 Rician, mask",
+            image.GetPointer(),
+            slow(With<2>({ 5, 3, 0.15, 0.04 }, image, true, false, true, 71)));
   }
 }
 

@@ -64,7 +64,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     int  dim, k, s, d, t0, t1, t2, t3, threads, segments;
     bool inDouble, outDouble, single, wide;
     int  rows;     // column kernel (0: tiled)
-    int  features; // 1: Rician, 2: noise map, 3: both
+    int  features; // 1: Rician, 2: noise map, 3: both; 4: the classic kernel (slow mode)
   };
   std::vector<Variant> variants = {
     // 2D tiles
@@ -109,6 +109,11 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false, 0, 3 },
     { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, false, false, false, false, 2, 1 },
     { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, true, true, true, false, 2, 1 },
+    // The classic kernel (slow mode): 2D with channels, 3D, float and double, Rician
+    { 2, 1, 7, 11, 16, 16, 1, 1, 256, 1, false, false, false, false, 0, 4 },
+    { 2, 3, 5, 3, 16, 16, 1, 1, 256, 1, true, true, false, false, 0, 5 },
+    { 3, 1, 3, 2, 8, 8, 4, 1, 256, 1, true, false, false, false, 0, 4 },
+    { 3, 1, 21, 21, 8, 8, 4, 1, 256, 1, false, true, false, false, 0, 5 },
   };
   int failures = 0;
   for (const auto & v : variants)
@@ -131,6 +136,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.Rows = v.rows;
     c.Rician = (v.features & 1) != 0;
     c.NoiseMap = (v.features & 2) != 0;
+    c.Classic = (v.features & 4) != 0;
     for (int arch : archs)
     {
       try
