@@ -690,7 +690,7 @@ TEST(CudaNonLocalMeansGPU, ClassicModeEqualsTheCPUBackendBitwise)
     const auto image = Image<F3>({ 27, 23, 21 }, 1, 68);
     Params     p = slow(With<3>({ 3, 3, 0.1, 0.05 }, image, true, false, true, 69));
     Compare("3D float slow p3 d3 Rician, mask", image.GetPointer(), p);
-    p.memory = 200000;
+    p.memory = 400000; // slabs of one tile layer, shared by the two devices
     p.streams = 2;
     p.devices = { 0, 0 };
     Compare("3D float slow p3 d3 Rician, mask, slabs, 2 streams, 2 devices", image.GetPointer(), p);
