@@ -156,7 +156,7 @@ KernelConfig::Describe() const
     os << " z-segments " << ZSegments;
   }
   os << " " << (InputDouble ? "double" : "float") << "->" << (OutputDouble ? "double" : "float") << " arithmetic "
-     << (SinglePrecision ? "float" : "double") << (WideIndex ? " wide-index" : "") << (Rician ? " Rician" : "")
+     << (SinglePrecision || (Classic && !InputDouble) ? "float" : "double") << (WideIndex ? " wide-index" : "") << (Rician ? " Rician" : "")
      << (NoiseMap ? " noise-map" : "") << (Classic ? " classic" : "");
   return os.str();
 }
