@@ -73,6 +73,9 @@ struct Options
   double      maxGPUMemory{ 0.0 }; // MiB, 0 = automatic
   bool        single{ false };
   int         streamDivisions{ 1 };
+  bool        rician{ false };
+  std::string mask;
+  std::string noiseSigma;
 };
 
 void
@@ -100,7 +103,12 @@ PrintUsage(const char * name)
             << "  --single-precision     float32 arithmetic on the GPU (opt-in; not bitwise equal to the CPU)\n"
             << "  --stream-divisions N   read, denoise and write the image in N pieces along its last axis, so\n"
             << "                         that about 1/N of it is in memory (MetaImage and NRRD; the output is\n"
-            << "                         bitwise the same)\n";
+            << "                         bitwise the same)\n"
+            << "  --rician               Rician noise model (magnitude MR images; needs --sigma or --noise-sigma)\n"
+            << "  --mask FILE            integer image on the input's grid: pixels where it is 0 keep their input\n"
+            << "                         value, work outside it is skipped (read whole)\n"
+            << "  --noise-sigma FILE     the noise standard deviation of every pixel, on the input's grid\n"
+            << "                         (replaces --sigma; fast mode only; read whole)\n";
 }
 
 /** A whole number of at least `minimum`, or an exception that names the option and the value. */
@@ -206,6 +214,12 @@ ParseArguments(int argc, char * argv[], Options & o)
       o.single = true;
     else if (arg == "--stream-divisions")
       o.streamDivisions = ParseWhole(arg, value("--stream-divisions"), 1);
+    else if (arg == "--rician")
+      o.rician = true;
+    else if (arg == "--mask")
+      o.mask = value("--mask");
+    else if (arg == "--noise-sigma")
+      o.noiseSigma = value("--noise-sigma");
     else
     {
       std::cerr << "Unknown argument: " << arg << "\n";
@@ -318,6 +332,37 @@ struct OutputFormat
   itk::IOPixelEnum     Pixel{ itk::IOPixelEnum::VECTOR }; // for several components
 };
 
+/** The mask file as an image of its own integer type (uint8 as it is, any other integer type as long
+ * long, so that no value wraps); throws, naming the option, for a file of real numbers. */
+template <unsigned int VDimension>
+itk::ImageBase<VDimension> *
+ReadMaskFile(const std::string & fileName, itk::DataObject::Pointer & keep)
+{
+  auto io = itk::ImageIOFactory::CreateImageIO(fileName.c_str(), itk::ImageIOFactory::IOFileModeEnum::ReadMode);
+  if (io.IsNull())
+  {
+    throw std::runtime_error("--mask: no ITK reader handles " + fileName);
+  }
+  io->SetFileName(fileName);
+  io->ReadImageInformation();
+  const auto type = io->GetComponentType();
+  if (type == itk::IOComponentEnum::FLOAT || type == itk::IOComponentEnum::DOUBLE || io->GetNumberOfComponents() != 1)
+  {
+    throw std::runtime_error("--mask takes an image of integers with one component (0: keep the input pixel); " +
+                             fileName + " holds " + io->GetComponentTypeAsString(type) + " with " +
+                             std::to_string(io->GetNumberOfComponents()) + " component(s)");
+  }
+  if (type == itk::IOComponentEnum::UCHAR)
+  {
+    keep = itk::ReadImage<itk::Image<unsigned char, VDimension>>(fileName).GetPointer();
+  }
+  else
+  {
+    keep = itk::ReadImage<itk::Image<long long, VDimension>>(fileName).GetPointer();
+  }
+  return static_cast<itk::ImageBase<VDimension> *>(keep.GetPointer());
+}
+
 /** The filter with the program's options. */
 template <typename TImage>
 typename itk::CudaNonLocalMeansImageFilter<TImage, TImage>::Pointer
@@ -332,6 +377,20 @@ MakeFilter(const Options & o)
   filter->SetFastMode(o.fastMode);
   filter->SetSinglePrecision(o.single);
   filter->SetMaximumGPUMemory(static_cast<itk::SizeValueType>(o.maxGPUMemory * 1024.0 * 1024.0));
+  if (o.rician)
+  {
+    filter->SetNoiseModel(FilterType::NoiseModelEnum::Rician);
+  }
+  constexpr unsigned int Dimension = TImage::ImageDimension;
+  if (!o.mask.empty())
+  {
+    itk::DataObject::Pointer mask; // the filter holds it as its input
+    filter->SetMaskImage(ReadMaskFile<Dimension>(o.mask, mask));
+  }
+  if (!o.noiseSigma.empty())
+  {
+    filter->SetNoiseSigmaImage(itk::ReadImage<itk::Image<double, Dimension>>(o.noiseSigma));
+  }
   if (o.backend == "cpu")
   {
     filter->SetBackend(FilterType::BackendEnum::CPU);
@@ -406,7 +465,9 @@ Denoise(const typename TImage::Pointer & image, const Options & o, const OutputF
             << " arithmetic type\n";
   std::cout << "Parameters: patch_size " << o.patchSize << " (effective " << filter->GetEffectivePatchSize()
             << "), patch_distance " << o.patchDistance << ", h " << o.h << ", sigma " << o.sigma << ", fast_mode "
-            << (o.fastMode ? "True" : "False") << "\n";
+            << (o.fastMode ? "True" : "False") << (o.rician ? ", noise model Rician" : "")
+            << (o.mask.empty() ? "" : ", mask " + o.mask) << (o.noiseSigma.empty() ? "" : ", noise map " + o.noiseSigma)
+            << "\n";
   for (int r = 0; r < std::max(1, o.repeat); ++r)
   {
     filter->Modified();

@@ -274,6 +274,58 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
                   "--stream-divisions of an integer input without --output-type float64 is refused");
   }
 
+  // The extensions from files: a uint16 mask (values above 255 must not wrap to 0) with --rician and
+  // a noise map; masked-out voxels keep the input, the others equal the run without a mask; a float
+  // mask and Rician without a sigma are refused.
+  {
+    using Float3 = itk::Image<float, 3>;
+    using UShort3 = itk::Image<unsigned short, 3>;
+    const auto input = itk::ReadImage<Float3>(valid);
+    auto       mask = UShort3::New();
+    mask->SetRegions(input->GetLargestPossibleRegion());
+    mask->Allocate();
+    for (itk::SizeValueType i = 0; i < 1728; ++i)
+    {
+      mask->GetBufferPointer()[i] = (i % 3 == 0) ? 0 : 256; // 256 would wrap to 0 in an 8-bit read
+    }
+    itk::WriteImage(mask, folder + "/mask.mha");
+    auto sigma = itk::Image<double, 3>::New();
+    sigma->SetRegions(input->GetLargestPossibleRegion());
+    sigma->Allocate();
+    sigma->FillBuffer(0.05);
+    itk::WriteImage(sigma, folder + "/sigma.mha");
+    const std::string masked = folder + "/masked.mha", plain = folder + "/plain.mha";
+    const auto        common = with({ "--input", valid, "--rician", "--noise-sigma", folder + "/sigma.mha" });
+    auto              maskedArguments = common;
+    maskedArguments.insert(maskedArguments.end(), { "--mask", folder + "/mask.mha", "--output", masked });
+    auto plainArguments = common;
+    plainArguments.insert(plainArguments.end(), { "--output", plain });
+    const bool ran = RunDenoiseProgramCapturing(maskedArguments, out, err) == EXIT_SUCCESS &&
+                     RunDenoiseProgramCapturing(plainArguments, out, err) == EXIT_SUCCESS;
+    Expect(ran, "--rician --noise-sigma with and without --mask -> " + err.substr(0, err.find('\n')));
+    if (ran)
+    {
+      const auto  a = itk::ReadImage<Float3>(masked), b = itk::ReadImage<Float3>(plain);
+      std::size_t wrong = 0;
+      for (itk::SizeValueType i = 0; i < 1728; ++i)
+      {
+        const float expected = (i % 3 == 0) ? input->GetBufferPointer()[i] : b->GetBufferPointer()[i];
+        wrong += (a->GetBufferPointer()[i] != expected) ? 1 : 0;
+      }
+      Expect(wrong == 0,
+             "masked-out voxels keep the input, the others equal the unmasked run (" + std::to_string(wrong) +
+               " differ)");
+    }
+    ExpectRefusal(with({ "--input", valid, "--mask", folder + "/sigma.mha", "--output", output }),
+                  output,
+                  "--mask takes an image of integers",
+                  "a mask of real numbers is refused");
+    ExpectRefusal(with({ "--input", valid, "--rician", "--output", output }),
+                  output,
+                  "SetSigma",
+                  "--rician without a noise level is refused");
+  }
+
   // A write that comes out short (the file size limit stands in for a full disk): the program fails,
   // the previous output stays, and no partial file is left.
   {
