@@ -156,8 +156,8 @@ KernelConfig::Describe() const
     os << " z-segments " << ZSegments;
   }
   os << " " << (InputDouble ? "double" : "float") << "->" << (OutputDouble ? "double" : "float") << " arithmetic "
-     << (SinglePrecision || (Classic && !InputDouble) ? "float" : "double") << (WideIndex ? " wide-index" : "") << (Rician ? " Rician" : "")
-     << (NoiseMap ? " noise-map" : "") << (Classic ? " classic" : "");
+     << (SinglePrecision || (Classic && !InputDouble) ? "float" : "double") << (WideIndex ? " wide-index" : "")
+     << (Rician ? " Rician" : "") << (NoiseMap ? " noise-map" : "") << (Classic ? " classic" : "");
   return os.str();
 }
 
