@@ -95,6 +95,7 @@ public:
 
   using BackendEnum = CudaNonLocalMeansImageFilterEnums::Backend;
   using NoiseModelEnum = CudaNonLocalMeansImageFilterEnums::NoiseModel;
+  using RadiusType = typename InputImageType::SizeType;
   /** The mask and the noise map are images of any pixel type listed at SetMaskImage and
    * SetNoiseSigmaImage, on the input's grid. */
   using MaskImageType = ImageBase<ImageDimension>;
@@ -114,7 +115,16 @@ public:
 
   /** Patch side in pixels (scikit-image's patch_size). Even values are increased by one, as
    * scikit-image does; see GetEffectivePatchSize(). Must be at least 1. */
-  itkSetMacro(PatchSize, int);
+  virtual void
+  SetPatchSize(int patchSize)
+  {
+    if (patchSize != m_PatchSize || m_PatchRadiusGiven)
+    {
+      m_PatchSize = patchSize;
+      m_PatchRadiusGiven = false; // PatchSize again, on every axis
+      this->Modified();
+    }
+  }
   itkGetConstMacro(PatchSize, int);
 
   /** The odd patch size actually used. */
@@ -126,8 +136,53 @@ public:
 
   /** Maximal distance in pixels where patches are searched (scikit-image's patch_distance);
    * 0 or more. */
-  itkSetMacro(PatchDistance, int);
+  virtual void
+  SetPatchDistance(int patchDistance)
+  {
+    if (patchDistance != m_PatchDistance || m_SearchRadiusGiven)
+    {
+      m_PatchDistance = patchDistance;
+      m_SearchRadiusGiven = false; // PatchDistance again, on every axis
+      this->Modified();
+    }
+  }
   itkGetConstMacro(PatchDistance, int);
+
+  /** Anisotropic patches and search windows, opt-in (doc/numerical-contract.md 6.4; fast mode only).
+   * SetPatchRadius gives the patch radius per axis in ITK's convention (side 2 r + 1 along axis a,
+   * scikit-image's patch_size 2 r + 1 there), instead of PatchSize; SetSearchRadius the patch
+   * distance per axis, instead of PatchDistance. SetPatchSize or SetPatchDistance return to the
+   * isotropic parameter. Equal radii on every axis give bitwise the isotropic output. A patch
+   * radius of 0 must be 0 on every axis. GetPatchRadius and GetSearchRadius return the radii in
+   * use (from PatchSize and PatchDistance unless set). */
+  void
+  SetPatchRadius(const RadiusType & radius)
+  {
+    m_PatchRadius = radius;
+    m_PatchRadiusGiven = true;
+    this->Modified();
+  }
+  RadiusType
+  GetPatchRadius() const;
+  void
+  SetSearchRadius(const RadiusType & radius)
+  {
+    m_SearchRadius = radius;
+    m_SearchRadiusGiven = true;
+    this->Modified();
+  }
+  RadiusType
+  GetSearchRadius() const;
+
+  /** Radii in physical units, opt-in: when greater than 0, the patch radius along axis a is
+   * max(1, round(PhysicalPatchRadius / spacing[a])) voxels, and the search radius
+   * round(PhysicalSearchRadius / spacing[a]); they take precedence over the radii above. For
+   * anisotropic voxels (e.g. 0.2 x 0.2 x 1.0 um) this gives patches and windows that are cubes in
+   * space. 0 (default): not used. */
+  itkSetMacro(PhysicalPatchRadius, double);
+  itkGetConstMacro(PhysicalPatchRadius, double);
+  itkSetMacro(PhysicalSearchRadius, double);
+  itkGetConstMacro(PhysicalSearchRadius, double);
 
   /** Cut-off distance in grey levels (scikit-image's h); must be greater than 0. */
   itkSetMacro(H, double);
@@ -253,8 +308,19 @@ protected:
   GenerateData() override;
 
 private:
+  /** The patch size and distance along each axis in use (section 6.4), from the settings and the
+   * input's spacing. */
+  void
+  AxisParameters(int (&patchSizes)[ImageDimension], int (&distances)[ImageDimension]) const;
+
   int              m_PatchSize{ 7 };
   int              m_PatchDistance{ 11 };
+  RadiusType       m_PatchRadius{};
+  RadiusType       m_SearchRadius{};
+  bool             m_PatchRadiusGiven{ false };
+  bool             m_SearchRadiusGiven{ false };
+  double           m_PhysicalPatchRadius{ 0.0 };
+  double           m_PhysicalSearchRadius{ 0.0 };
   double           m_H{ 0.1 };
   double           m_Sigma{ 0.0 };
   bool             m_FastMode{ true };

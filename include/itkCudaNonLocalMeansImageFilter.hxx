@@ -186,6 +186,58 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::CudaNonLocalMeansImageF
 
 template <typename TInputImage, typename TOutputImage>
 void
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::AxisParameters(int (&patchSizes)[ImageDimension],
+                                                                        int (&distances)[ImageDimension]) const
+{
+  const InputImageType * input = this->GetInput();
+  for (unsigned int a = 0; a < ImageDimension; ++a)
+  {
+    const double spacing = (input != nullptr) ? std::abs(input->GetSpacing()[a]) : 1.0;
+    long         radius = m_PatchRadiusGiven ? static_cast<long>(m_PatchRadius[a]) : this->GetEffectivePatchSize() / 2;
+    long         distance = m_SearchRadiusGiven ? static_cast<long>(m_SearchRadius[a]) : m_PatchDistance;
+    if (m_PhysicalPatchRadius > 0.0)
+    {
+      radius = std::max(1L, std::lround(m_PhysicalPatchRadius / spacing));
+    }
+    if (m_PhysicalSearchRadius > 0.0)
+    {
+      distance = std::lround(m_PhysicalSearchRadius / spacing);
+    }
+    patchSizes[a] = static_cast<int>(std::min(radius, 100000L)) * 2 + 1; // VerifyProblem names the limits
+    distances[a] = static_cast<int>(std::min(distance, 100000L));
+  }
+}
+
+template <typename TInputImage, typename TOutputImage>
+auto
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GetPatchRadius() const -> RadiusType
+{
+  int        sizes[ImageDimension], distances[ImageDimension];
+  RadiusType radius;
+  this->AxisParameters(sizes, distances);
+  for (unsigned int a = 0; a < ImageDimension; ++a)
+  {
+    radius[a] = static_cast<SizeValueType>(sizes[a] / 2);
+  }
+  return radius;
+}
+
+template <typename TInputImage, typename TOutputImage>
+auto
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GetSearchRadius() const -> RadiusType
+{
+  int        sizes[ImageDimension], distances[ImageDimension];
+  RadiusType radius;
+  this->AxisParameters(sizes, distances);
+  for (unsigned int a = 0; a < ImageDimension; ++a)
+  {
+    radius[a] = static_cast<SizeValueType>(distances[a]);
+  }
+  return radius;
+}
+
+template <typename TInputImage, typename TOutputImage>
+void
 CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::VerifyInputInformation() ITKv5_CONST
 {
   Superclass::VerifyInputInformation();
@@ -221,7 +273,17 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::VerifyPreconditions() I
                       "does); this filter was instantiated for "
                       << ImageDimension << " dimensions.");
   }
-  NonLocalMeansBackend::VerifyParameters(m_PatchSize, m_PatchDistance, m_H, m_Sigma);
+  // PatchSize and PatchDistance are not used where per-axis radii replace them.
+  NonLocalMeansBackend::VerifyParameters(
+    m_PatchRadiusGiven ? 1 : m_PatchSize, m_SearchRadiusGiven ? 0 : m_PatchDistance, m_H, m_Sigma);
+  if (!(m_PhysicalPatchRadius >= 0.0) || !std::isfinite(m_PhysicalPatchRadius) || !(m_PhysicalSearchRadius >= 0.0) ||
+      !std::isfinite(m_PhysicalSearchRadius))
+  {
+    itkExceptionMacro("PhysicalPatchRadius is " << m_PhysicalPatchRadius << " and PhysicalSearchRadius "
+                                                << m_PhysicalSearchRadius
+                                                << "; give finite values of 0 (not used) or more, in the units of "
+                                                   "the image's spacing.");
+  }
   if (m_Devices.size() > NonLocalMeansBackend::MaximumDevices)
   {
     itkExceptionMacro("Devices names " << m_Devices.size() << " CUDA devices; name at most "
@@ -265,7 +327,14 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateInputRequestedR
   }
 
   InputImageRegionType region = input->GetRequestedRegion();
-  region.PadByRadius(static_cast<SizeValueType>(this->GetEffectivePatchSize() / 2 + m_PatchDistance + 1));
+  int                  sizes[ImageDimension], distances[ImageDimension];
+  this->AxisParameters(sizes, distances);
+  typename InputImageRegionType::SizeType context;
+  for (unsigned int a = 0; a < ImageDimension; ++a)
+  {
+    context[a] = static_cast<SizeValueType>(sizes[a] / 2 + distances[a] + 1);
+  }
+  region.PadByRadius(context);
   if (region.Crop(input->GetLargestPossibleRegion()))
   {
     input->SetRequestedRegion(region);
@@ -317,6 +386,28 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
   }
   problem.PatchSize = m_PatchSize;
   problem.PatchDistance = m_PatchDistance;
+  {
+    // Per-axis parameters only where they differ between the axes: equal ones are the isotropic
+    // parameters, bitwise (the same problem).
+    int sizes[ImageDimension], distances[ImageDimension];
+    this->AxisParameters(sizes, distances);
+    const bool sameSizes = std::all_of(sizes, sizes + ImageDimension, [&](int s) { return s == sizes[0]; });
+    const bool sameDistances =
+      std::all_of(distances, distances + ImageDimension, [&](int d) { return d == distances[0]; });
+    if (sameSizes && sameDistances)
+    {
+      problem.PatchSize = sizes[0];
+      problem.PatchDistance = distances[0];
+    }
+    else
+    {
+      problem.PerAxis = true;
+      std::copy(sizes, sizes + ImageDimension, problem.AxisPatchSize);
+      std::copy(distances, distances + ImageDimension, problem.AxisPatchDistance);
+      problem.PatchSize = *std::max_element(sizes, sizes + ImageDimension);
+      problem.PatchDistance = *std::max_element(distances, distances + ImageDimension);
+    }
+  }
   problem.H = m_H;
   problem.Sigma = m_Sigma;
   problem.FastMode = m_FastMode;
@@ -438,6 +529,12 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::PrintSelf(std::ostream 
 
   os << indent << "PatchSize: " << m_PatchSize << " (effective " << this->GetEffectivePatchSize() << ")" << std::endl;
   os << indent << "PatchDistance: " << m_PatchDistance << std::endl;
+  os << indent << "PatchRadius: " << this->GetPatchRadius() << (m_PatchRadiusGiven ? "" : " (from PatchSize)")
+     << std::endl;
+  os << indent << "SearchRadius: " << this->GetSearchRadius() << (m_SearchRadiusGiven ? "" : " (from PatchDistance)")
+     << std::endl;
+  os << indent << "PhysicalPatchRadius: " << m_PhysicalPatchRadius << std::endl;
+  os << indent << "PhysicalSearchRadius: " << m_PhysicalSearchRadius << std::endl;
   os << indent << "H: " << m_H << std::endl;
   os << indent << "Sigma: " << m_Sigma << std::endl;
   os << indent << "FastMode: " << (m_FastMode ? "On" : "Off") << std::endl;

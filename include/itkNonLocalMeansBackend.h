@@ -117,6 +117,12 @@ public:
      * term of a pair of grid points y, y + t is Components * (sigma(y)^2 + sigma(y + t)^2). Fast mode
      * only. */
     const double * NoiseSigma{ nullptr };
+    /** Anisotropic patches and search windows (section 6.4, fast mode only): when PerAxis, the
+     * odd patch size and the patch distance along each axis, used instead of PatchSize and
+     * PatchDistance (which should then hold the largest of them, for messages). */
+    bool PerAxis{ false };
+    int  AxisPatchSize[MaximumDimension]{};
+    int  AxisPatchDistance[MaximumDimension]{};
 
     /** CUDA backend only: float32 arithmetic instead of float64 (faster on GPUs with weak FP64;
      * not bitwise equal to the CPU backend). Ignored by the CPU backend. */
@@ -194,6 +200,20 @@ public:
   EffectivePatchSize(int patchSize)
   {
     return (patchSize % 2 == 0) ? patchSize + 1 : patchSize;
+  }
+
+  /** The odd patch size along `axis`: AxisPatchSize when PerAxis, else EffectivePatchSize(PatchSize). */
+  static int
+  PatchSizeAlong(const Problem & p, unsigned int axis)
+  {
+    return p.PerAxis ? p.AxisPatchSize[axis] : EffectivePatchSize(p.PatchSize);
+  }
+
+  /** The patch distance along `axis`: AxisPatchDistance when PerAxis, else PatchDistance. */
+  static int
+  PatchDistanceAlong(const Problem & p, unsigned int axis)
+  {
+    return p.PerAxis ? p.AxisPatchDistance[axis] : p.PatchDistance;
   }
 
 protected:

@@ -65,6 +65,39 @@ VerifyNoiseSigmaValues(const NonLocalMeansBackend::Problem & p)
   return largest;
 }
 
+/** The checks of anisotropic patches and search windows (section 6.4). */
+void
+VerifyPerAxis(const NonLocalMeansBackend::Problem & p)
+{
+  if (!p.PerAxis)
+  {
+    return;
+  }
+  if (!p.FastMode)
+  {
+    itkGenericExceptionMacro("Per-axis patch or search radii (PatchRadius, SearchRadius) are supported in fast mode "
+                             "only; turn FastMode on, or use PatchSize and PatchDistance.");
+  }
+  bool someEmpty = false, someNot = false;
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    const int s = p.AxisPatchSize[a], d = p.AxisPatchDistance[a];
+    if (s < 1 || s > 1001 || s % 2 == 0 || d < 0 || d > 1000)
+    {
+      itkGenericExceptionMacro("Along axis " << a << " the patch size is " << s << " and the search radius " << d
+                                             << "; give a patch radius from 0 to 500 and a search radius from 0 to "
+                                                "1000 on every axis (SetPatchRadius, SetSearchRadius).");
+    }
+    (s == 1 ? someEmpty : someNot) = true;
+  }
+  if (someEmpty && someNot)
+  {
+    itkGenericExceptionMacro("PatchRadius is 0 along some axes but not along others; scikit-image's patch box has "
+                             "PatchSize - 1 samples per axis, so a radius of 0 leaves it empty. Give a patch radius "
+                             "of at least 1 on every axis, or 0 on all.");
+  }
+}
+
 /** The checks of the opt-in extensions (NoiseModel, NoiseSigma). */
 void
 VerifyExtensions(const NonLocalMeansBackend::Problem & p, double boxTerms)
@@ -107,7 +140,7 @@ NonLocalMeansBackend::Normalization(const Problem & p)
   double norm = (static_cast<double>(p.Components) * p.H) * p.H;
   for (unsigned int a = 0; a < p.Dimension; ++a)
   {
-    norm = norm * static_cast<double>(EffectivePatchSize(p.PatchSize));
+    norm = norm * static_cast<double>(PatchSizeAlong(p, a));
   }
   return norm;
 }
@@ -157,12 +190,12 @@ NonLocalMeansBackend::VerifyProblem(const Problem & p)
     itkGenericExceptionMacro("The image has no components per pixel; give it at least one.");
   }
   VerifyParameters(p.PatchSize, p.PatchDistance, p.H, p.Sigma);
-  const int    s = EffectivePatchSize(p.PatchSize);
+  VerifyPerAxis(p);
   const double norm = Normalization(p);
   double       boxTerms = static_cast<double>(p.Components);
   for (unsigned int a = 0; a < p.Dimension; ++a)
   {
-    boxTerms *= static_cast<double>(s);
+    boxTerms *= static_cast<double>(PatchSizeAlong(p, a));
   }
   if (!std::isnormal(norm))
   {

@@ -288,10 +288,14 @@ public:
     : m_L(L)
     , m_Kernels(kernels)
     , m_ChunkCells(chunkCells)
-    , m_S(NonLocalMeansBackend::EffectivePatchSize(p.PatchSize))
-    , m_O(m_S / 2)
-    , m_D(p.PatchDistance)
   {
+    for (unsigned int a = 0; a < MaxDim; ++a)
+    {
+      const bool used = static_cast<int>(a) < L.n;
+      m_S[a] = used ? NonLocalMeansBackend::PatchSizeAlong(p, a) : 1;
+      m_O[a] = m_S[a] / 2;
+      m_D[a] = used ? NonLocalMeansBackend::PatchDistanceAlong(p, a) : 0;
+    }
     const double K = static_cast<double>(L.K);
     m_V2 = 2.0 * (p.Sigma * p.Sigma);
     m_Noise = K * m_V2;
@@ -299,7 +303,7 @@ public:
     m_Norm = NonLocalMeansBackend::Normalization(p);
     for (unsigned int a = 0; a < MaxDim; ++a)
     {
-      m_E[a] = (static_cast<int>(a) < L.n) ? (m_O + m_D) : 0;
+      m_E[a] = (static_cast<int>(a) < L.n) ? (m_O[a] + m_D[a]) : 0;
       m_YStart[a] = L.outStart[a] - m_E[a];
       m_YSize[a] = L.outSize[a] + 2 * m_E[a];
     }
@@ -311,8 +315,8 @@ public:
     Shift hi{ { 0, 0, 0, 0 } };
     for (int a = 0; a < L.n; ++a)
     {
-      lo[a] = nlm::FirstShift(a, m_D);
-      hi[a] = m_D;
+      lo[a] = nlm::FirstShift(a, m_D[a]);
+      hi[a] = m_D[a];
     }
     for (int t3 = lo[3]; t3 <= hi[3]; ++t3)
     {
@@ -479,7 +483,7 @@ private:
   Int
   ChunkCells(Int cells, unsigned int threads, const NonLocalMeansBackend::Problem & p) const
   {
-    const Int margin = m_D + m_O;
+    const Int margin = *std::max_element(m_E.begin(), m_E.end()); // d + o on the widest axis
     const Int base = (threads >= 8) ? (Int{ 1 } << 15) : (Int{ 1 } << 16);
     Int       wanted =
       (m_L.n == 2) ? (Int{ 1 } << 14) : std::min<Int>(Int{ 1 } << 19, std::max<Int>(base, base * margin * margin / 16));
@@ -508,14 +512,14 @@ private:
   ShiftBoxes
   BoxesOf(const Chunk & c, const Shift & t) const
   {
-    const int  win = m_S - 1; // samples per axis in the patch box
     ShiftBoxes x;
     for (unsigned int a = 0; a < MaxDim; ++a)
     {
+      const int  win = m_S[a] - 1; // samples along axis a in the patch box
       const bool used = static_cast<int>(a) < m_L.n;
       x.Wlo[a] = c.lo[a] - std::max(t[a], 0);
       x.Wlen[a] = (c.hi[a] - std::min(t[a], 0)) - x.Wlo[a];
-      x.Dlo[a] = (used && win > 0) ? x.Wlo[a] - m_O + 1 : x.Wlo[a];
+      x.Dlo[a] = (used && win > 0) ? x.Wlo[a] - m_O[a] + 1 : x.Wlo[a];
       x.Dlen[a] = (used && win > 0) ? x.Wlen[a] + win - 1 : x.Wlen[a];
     }
     x.B = StridesOf(Index4{ { cpu::RoundUp(x.Wlen[0], m_Kernels.Lanes), x.Dlen[1], x.Dlen[2], x.Dlen[3] } });
@@ -559,19 +563,24 @@ private:
     const Int        slabCells = x.B[last];
     const Int        weightSlabs = std::abs(t[last]) + 1; // the ring of W slabs (cpu::ShiftJob)
     const Int        weightCells = slabCells * weightSlabs;
-    const Int        ringCells = slabCells * (m_S - 1);
-    const Int        rowLength = cpu::RoundUp(cpu::RoundUp(x.Wlen[0], lanes) + m_S - 2, lanes);
+    const Int        ringCells = slabCells * (m_S[last] - 1);
+    const Int        rowLength = cpu::RoundUp(cpu::RoundUp(x.Wlen[0], lanes) + m_S[0] - 2, lanes);
     const size_t     need = static_cast<size_t>(weightCells + ringCells + rowLength + cpu::MaximumLanes); // + alignment
     if (buffer.size() < need)
     {
       buffer.resize(need);
     }
-    slots.resize(static_cast<size_t>(std::max(1, m_S - 1)));
+    slots.resize(static_cast<size_t>(std::max(1, m_S[last] - 1)));
     const int     K = m_L.K;
     cpu::ShiftJob job;
     job.Dimension = m_L.n;
     job.Components = K;
-    job.Window = m_S - 1;
+    job.Window = m_S[0] - 1;
+    for (int a = 0; a < m_L.n; ++a)
+    {
+      job.Windows[a] = m_S[a] - 1;
+      job.Window = (m_S[a] == m_S[0]) ? job.Window : -1; // no common window
+    }
     job.Noise = m_Noise;
     job.Norm = m_Norm;
     job.Alpha = (t[0] == 0) ? 0.5 : 1.0;
@@ -621,26 +630,26 @@ private:
     return job;
   }
 
-  const Layout &       m_L;
-  const cpu::Kernels & m_Kernels;
-  long long            m_ChunkCells;
-  int                  m_S;
-  int                  m_O;
-  int                  m_D;
-  double               m_V2{ 0.0 };
-  double               m_Noise{ 0.0 };
-  double               m_Norm{ 1.0 };
-  bool                 m_Square{ false };
-  Index4               m_E{};
-  Index4               m_YStart{};
-  Index4               m_YSize{};
-  Index4               m_YStride{};
-  Index4               m_OutStride{};
-  std::vector<Shift>   m_Shifts;
-  std::vector<double>  m_Y;
-  std::vector<double>  m_S2;
-  std::vector<double>  m_WeightSum;
-  std::vector<double>  m_Result;
+  const Layout &          m_L;
+  const cpu::Kernels &    m_Kernels;
+  long long               m_ChunkCells;
+  std::array<int, MaxDim> m_S{}; // odd patch size per axis (1 beyond the image's dimension)
+  std::array<int, MaxDim> m_O{}; // m_S / 2
+  std::array<int, MaxDim> m_D{}; // patch distance per axis
+  double                  m_V2{ 0.0 };
+  double                  m_Noise{ 0.0 };
+  double                  m_Norm{ 1.0 };
+  bool                    m_Square{ false };
+  Index4                  m_E{};
+  Index4                  m_YStart{};
+  Index4                  m_YSize{};
+  Index4                  m_YStride{};
+  Index4                  m_OutStride{};
+  std::vector<Shift>      m_Shifts;
+  std::vector<double>     m_Y;
+  std::vector<double>     m_S2;
+  std::vector<double>     m_WeightSum;
+  std::vector<double>     m_Result;
 };
 
 // ----------------------------------------------------------------------------------------------
@@ -805,19 +814,19 @@ PhysicalMemoryBytes()
 double
 RequiredBytes(const NonLocalMeansBackend::Problem & p)
 {
-  const double E = NonLocalMeansBackend::EffectivePatchSize(p.PatchSize) / 2 + p.PatchDistance;
-  double       padded = p.Components;
-  double       cells = 1.0;
+  double padded = p.Components;
+  double cells = 1.0;
   for (unsigned int a = 0; a < p.Dimension; ++a)
   {
+    const double E = NonLocalMeansBackend::PatchSizeAlong(p, a) / 2 + NonLocalMeansBackend::PatchDistanceAlong(p, a);
     padded *= static_cast<double>(p.OutputSize[a]) + 2.0 * E;
     cells *= static_cast<double>(p.OutputSize[a]);
   }
   // Fast mode also lists its shifts: (2d + 1)^(n - 1) (d + 1) of them.
-  double shifts = p.PatchDistance + 1.0;
+  double shifts = NonLocalMeansBackend::PatchDistanceAlong(p, 0) + 1.0;
   for (unsigned int a = 1; a < p.Dimension; ++a)
   {
-    shifts *= 2.0 * p.PatchDistance + 1.0;
+    shifts *= 2.0 * NonLocalMeansBackend::PatchDistanceAlong(p, a) + 1.0;
   }
   const bool slowFloat = !p.FastMode && p.InputType == ElementType::Float32;
   return padded * (slowFloat ? sizeof(float) : sizeof(double)) +

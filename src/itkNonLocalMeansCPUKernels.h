@@ -54,9 +54,11 @@ RoundUp(std::int64_t n, int lanes)
  * solver's buffers and the extents of the boxes (axis 0 first; unused axes have extent 1). */
 struct ShiftJob
 {
-  int    Dimension{ 2 };
-  int    Components{ 1 };
-  int    Window{ 0 }; // samples per axis of the patch box, PatchSize - 1 (0: PatchSize 1)
+  int Dimension{ 2 };
+  int Components{ 1 };
+  int Window{ 0 };                 // samples per axis of the patch box, PatchSize - 1 (0: PatchSize 1);
+                                   // -1 when they differ between the axes (see Windows)
+  int    Windows[4]{ 0, 0, 0, 0 }; // samples of the patch box along each axis (all 0 or none)
   double Noise{ 0.0 };
   double Norm{ 1.0 };
   double Alpha{ 1.0 };

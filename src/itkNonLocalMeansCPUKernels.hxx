@@ -247,7 +247,7 @@ PatchTermsAndRowSums(const ShiftJob & j, Int z, double * slab)
   const int K = j.Components;
   const int last = j.Dimension - 1;
   const Int w0 = RoundUp(j.WSize[0], Lanes);
-  const Int n0 = RoundUp(w0 + j.Window - 1, Lanes);
+  const Int n0 = RoundUp(w0 + j.Windows[0] - 1, Lanes);
   const V   noise = Splat(j.Noise);
   double *  row = j.Row;
   Int       size[4] = { j.DSize[0], j.DSize[1], j.DSize[2], j.DSize[3] };
@@ -285,7 +285,7 @@ PatchTermsAndRowSums(const ShiftJob & j, Int z, double * slab)
     double * w = slab + out;
     for (Int i = 0; i < w0; i += Lanes)
     {
-      Store(w + i, WindowSum<TWindow>(row + i, 1, j.Window));
+      Store(w + i, WindowSum<TWindow>(row + i, 1, j.Windows[0]));
     }
   });
 }
@@ -306,7 +306,7 @@ MiddleAxesSums(const ShiftJob & j, double * slab)
       double * row = slab + offset;
       for (Int i = 0; i < extent[0]; i += Lanes)
       {
-        Store(row + i, WindowSum<TWindow>(row + i, step, j.Window));
+        Store(row + i, WindowSum<TWindow>(row + i, step, j.Windows[a]));
       }
     });
   }
@@ -320,7 +320,7 @@ WeightsOfSlab(const ShiftJob & j, double * weights)
 {
   Int extent[4];
   OneWSlab(j, extent);
-  const int              window = (TWindow > 0) ? TWindow : j.Window;
+  const int              window = (TWindow > 0) ? TWindow : j.Windows[j.Dimension - 1];
   const WeightParameters weight = WeightParametersOf(j.Norm, j.Alpha);
   const double *         fixed[(TWindow > 0) ? TWindow : 1]; // the slots, in registers when TWindow > 0
   const double * const * slots = j.RingSlots;
@@ -453,7 +453,7 @@ ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
   const Int        reach = (j.CentreSlab > j.TargetSlab) ? j.CentreSlab : j.TargetSlab; // |t_last|
   const double *   centre[MaximumBatch];
   const double *   target[MaximumBatch];
-  if (j.Window == 0)
+  if (j.Windows[0] == 0) // every window is 0 (VerifyProblem)
   {
     for (int s = 0; s < count; ++s)
     {
@@ -466,7 +466,7 @@ ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
     }
     return;
   }
-  const Int window = j.Window;
+  const Int window = j.Windows[last];
   const Int slabs = j.WeightSlabs; // reach + 1
   Int       zSlot = 0;             // z % window: the ring slot of D slab z
   Int       kSlot = 0;             // k % slabs: the weight ring slot of W slab k
@@ -510,7 +510,8 @@ ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
   }
 }
 
-/** ProcessShiftsWithWindow with the window as a compile-time constant for patches 3 to 11. */
+/** ProcessShiftsWithWindow with the window as a compile-time constant for patches 3 to 11 (the same
+ * on every axis; a run-time window on each axis otherwise). */
 template <bool TSquare>
 void
 ProcessShiftsWithValues(const ShiftJob * jobs, int count)

@@ -68,6 +68,9 @@ struct Extensions
   bool                                                         Rician{ false };
   typename itk::Image<double, VDimension>::ConstPointer        NoiseSigma;
   typename itk::Image<unsigned char, VDimension>::ConstPointer Mask;
+  // Per-axis patch radii and search radii (section 6.4); empty: the isotropic parameters.
+  std::vector<int> PatchRadius;
+  std::vector<int> SearchRadius;
 };
 
 /** The contract's fast mode by its definition: for every cell and shift, raw(c, t) as the nested
@@ -87,15 +90,22 @@ ContractOutput(const TImage *                             image,
     std::is_same<typename itk::NumericTraits<typename TImage::PixelType>::ValueType, float>::value,
     float,
     double>::type;
-  const auto   size = image->GetLargestPossibleRegion().GetSize();
-  const int    K = static_cast<int>(image->GetNumberOfComponentsPerPixel());
-  const int    s = patchSize + (patchSize % 2 == 0 ? 1 : 0);
-  const int    o = s / 2;
+  const auto         size = image->GetLargestPossibleRegion().GetSize();
+  const int          K = static_cast<int>(image->GetNumberOfComponentsPerPixel());
+  std::array<int, n> sA, oA, dA; // patch size, its half and the distance per axis
+  for (unsigned int a = 0; a < n; ++a)
+  {
+    sA[a] =
+      extensions.PatchRadius.empty() ? patchSize + (patchSize % 2 == 0 ? 1 : 0) : 2 * extensions.PatchRadius[a] + 1;
+    oA[a] = sA[a] / 2;
+    dA[a] = extensions.SearchRadius.empty() ? d : extensions.SearchRadius[a];
+  }
+  const int    s = sA[0]; // 1 on every axis or on none
   const double noise = static_cast<double>(K) * (2.0 * (sigma * sigma));
   double       norm = (static_cast<double>(K) * h) * h;
   for (unsigned int a = 0; a < n; ++a)
   {
-    norm *= static_cast<double>(s);
+    norm *= static_cast<double>(sA[a]);
   }
   using Point = std::array<long long, n>;
   auto Y = [&](const Point & p, int k) {
@@ -147,11 +157,11 @@ ContractOutput(const TImage *                             image,
     }
     const long long centre = p[a];
     double          acc = 0.0;
-    for (int j = -o + 1; j <= o; ++j)
+    for (int j = -oA[a] + 1; j <= oA[a]; ++j)
     {
       p[a] = centre + j;
       const double term = Sum(a - 1, p, t);
-      acc = (j == -o + 1) ? term : acc + term;
+      acc = (j == -oA[a] + 1) ? term : acc + term;
     }
     return acc;
   };
@@ -168,7 +178,7 @@ ContractOutput(const TImage *                             image,
       shifts.push_back(t);
       return;
     }
-    for (int v = itk::nlm::FirstShift(a, d); v <= d; ++v)
+    for (int v = itk::nlm::FirstShift(a, dA[a]); v <= dA[a]; ++v)
     {
       t[a] = v;
       enumerate(a - 1);
@@ -240,6 +250,12 @@ FilterOutput(const TImage *                             image,
   filter->SetInput(image);
   filter->SetMaskImage(extensions.Mask);
   filter->SetNoiseSigmaImage(extensions.NoiseSigma);
+  typename FilterType::RadiusType patchRadius, searchRadius;
+  for (unsigned int a = 0; a < TImage::ImageDimension; ++a)
+  {
+    patchRadius[a] = extensions.PatchRadius.empty() ? 0 : static_cast<itk::SizeValueType>(extensions.PatchRadius[a]);
+    searchRadius[a] = extensions.SearchRadius.empty() ? 0 : static_cast<itk::SizeValueType>(extensions.SearchRadius[a]);
+  }
   if (extensions.Rician)
   {
     filter->SetNoiseModel(FilterType::NoiseModelEnum::Rician);
@@ -250,6 +266,14 @@ FilterOutput(const TImage *                             image,
   filter->SetSigma(sigma);
   filter->SetBackend(FilterType::BackendEnum::CPU);
   filter->SetNumberOfWorkUnits(3);
+  if (!extensions.PatchRadius.empty())
+  {
+    filter->SetPatchRadius(patchRadius);
+  }
+  if (!extensions.SearchRadius.empty())
+  {
+    filter->SetSearchRadius(searchRadius);
+  }
   auto streamer = itk::StreamingImageFilter<TImage, TImage>::New();
   streamer->SetInput(filter->GetOutput());
   streamer->SetNumberOfStreamDivisions(streams);
@@ -461,6 +485,60 @@ TEST(CudaNonLocalMeansCPUKernels, EveryTargetEqualsTheContractWithTheExtensionsB
     p1.Rician = true;
     p1.Mask = MakeMask<4>(image, 64).GetPointer();
     CheckEveryTarget("4D float 7x4x3x3 p1 d1 Rician, mask", image.GetPointer(), 1, 1, 0.15, 0.04, 1, p1);
+  }
+}
+
+TEST(CudaNonLocalMeansCPUKernels, EveryTargetEqualsTheContractWithPerAxisRadiiBitForBit)
+{
+  using Image2 = itk::Image<float, 2>;
+  using Image3 = itk::Image<double, 3>;
+  using Vector3 = itk::VectorImage<float, 3>;
+  using Image4 = itk::Image<float, 4>;
+  {
+    const auto    image = itk::nlm_test::MakeImage<Image2>({ { 23, 11 } }, 1, 81);
+    Extensions<2> e;
+    e.PatchRadius = { 2, 1 };
+    e.SearchRadius = { 1, 3 };
+    CheckEveryTarget("2D float 23x11 patch radius (2, 1), search (1, 3)", image.GetPointer(), 3, 1, 0.12, 0.05, 1, e);
+    e.PatchRadius = { 1, 3 };
+    e.SearchRadius = { 4, 0 };
+    e.Rician = true;
+    CheckEveryTarget(
+      "2D float 23x11 patch radius (1, 3), search (4, 0), Rician", image.GetPointer(), 3, 1, 0.2, 0.05, 2, e);
+  }
+  {
+    const auto    image = itk::nlm_test::MakeImage<Image3>({ { 14, 12, 9 } }, 1, 82);
+    Extensions<3> e;
+    e.PatchRadius = { 1, 1, 2 };
+    e.SearchRadius = { 2, 2, 1 };
+    CheckEveryTarget("3D double 14x12x9 patch radius (1, 1, 2), search (2, 2, 1), 3 streams",
+                     image.GetPointer(),
+                     3,
+                     1,
+                     0.15,
+                     0.02,
+                     3,
+                     e);
+    e.PatchRadius = { 3, 1, 1 };
+    e.SearchRadius = { 1, 1, 1 };
+    e.NoiseSigma = MakeNoiseMap<3>(image, 83, 0.05).GetPointer();
+    e.Mask = MakeMask<3>(image, 84).GetPointer();
+    CheckEveryTarget("3D double 14x12x9 patch radius (3, 1, 1), map, mask", image.GetPointer(), 3, 1, 0.3, 0.0, 1, e);
+  }
+  {
+    const auto    image = itk::nlm_test::MakeImage<Vector3>({ { 11, 7, 6 } }, 2, 85);
+    Extensions<3> e;
+    e.PatchRadius = { 1, 2, 1 };
+    CheckEveryTarget(
+      "3D float 2 components patch radius (1, 2, 1), distance 1", image.GetPointer(), 3, 1, 0.2, 0.05, 1, e);
+  }
+  {
+    const auto    image = itk::nlm_test::MakeImage<Image4>({ { 7, 5, 4, 4 } }, 1, 86);
+    Extensions<4> e;
+    e.PatchRadius = { 1, 1, 1, 2 };
+    e.SearchRadius = { 1, 2, 1, 1 };
+    CheckEveryTarget(
+      "4D float patch radius (1, 1, 1, 2), search (1, 2, 1, 1)", image.GetPointer(), 3, 1, 0.2, 0.02, 1, e);
   }
 }
 

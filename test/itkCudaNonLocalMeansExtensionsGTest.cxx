@@ -315,3 +315,63 @@ TEST(CudaNonLocalMeansExtensions, BadInputsAreRefusedNamingTheFix)
     EXPECT_NE(message.find("float or double"), std::string::npos) << message;
   }
 }
+
+TEST(CudaNonLocalMeansExtensions, PerAxisRadiiReduceToTheIsotropicParametersAndFollowTheSpacing)
+{
+  using Image3 = itk::Image<float, 3>;
+  using RadiusType = Filter<Image3>::RadiusType;
+  const auto image = itk::nlm_test::MakeImage<Image3>({ { 23, 19, 14 } }, 1, 78);
+  const auto isotropic = RunFilter<Image3>(MakeFilter<Image3>(image, 0.03)); // patch 5, distance 3
+  {
+    auto filter = MakeFilter<Image3>(image, 0.03);
+    filter->SetPatchSize(4); // 5, ignored once the radius is set
+    filter->SetPatchRadius(RadiusType{ { 2, 2, 2 } });
+    filter->SetSearchRadius(RadiusType{ { 3, 3, 3 } });
+    EXPECT_EQ(Differences<Image3>(isotropic, RunFilter<Image3>(filter), "equal radii"), 0u);
+  }
+  {
+    // Physical radii: spacing (0.5, 0.5, 1.5) and radii 1.0 / 1.5 give patch radii (2, 2, 1) and
+    // search radii (3, 3, 1), as the same radii given in voxels.
+    auto                spaced = itk::nlm_test::MakeImage<Image3>({ { 23, 19, 14 } }, 1, 78);
+    Image3::SpacingType spacing;
+    spacing[0] = 0.5;
+    spacing[1] = 0.5;
+    spacing[2] = 1.5;
+    spaced->SetSpacing(spacing);
+    auto physical = MakeFilter<Image3>(spaced, 0.03);
+    physical->SetPhysicalPatchRadius(1.0);
+    physical->SetPhysicalSearchRadius(1.5);
+    physical->UpdateOutputInformation();
+    EXPECT_EQ(physical->GetPatchRadius(), (RadiusType{ { 2, 2, 1 } }));
+    EXPECT_EQ(physical->GetSearchRadius(), (RadiusType{ { 3, 3, 1 } }));
+    auto voxels = MakeFilter<Image3>(spaced, 0.03);
+    voxels->SetPatchRadius(RadiusType{ { 2, 2, 1 } });
+    voxels->SetSearchRadius(RadiusType{ { 3, 3, 1 } });
+    const auto a = RunFilter<Image3>(physical), b = RunFilter<Image3>(voxels);
+    EXPECT_EQ(Differences<Image3>(a, b, "physical radii"), 0u);
+    EXPECT_GT(Differences<Image3>(a, isotropic, "anisotropic differs"), 0u);
+    EXPECT_EQ(a->GetSpacing(), spaced->GetSpacing());
+  }
+  {
+    // SetPatchSize and SetPatchDistance return to the isotropic parameters.
+    auto filter = MakeFilter<Image3>(image, 0.03);
+    filter->SetPatchRadius(RadiusType{ { 1, 2, 3 } });
+    filter->SetSearchRadius(RadiusType{ { 1, 1, 2 } });
+    filter->SetPatchSize(5);
+    filter->SetPatchDistance(3);
+    EXPECT_EQ(filter->GetPatchRadius(), (RadiusType{ { 2, 2, 2 } }));
+    EXPECT_EQ(Differences<Image3>(isotropic, RunFilter<Image3>(filter), "back to isotropic"), 0u);
+  }
+  {
+    auto filter = MakeFilter<Image3>(image, 0.03);
+    filter->SetPatchRadius(RadiusType{ { 0, 1, 1 } });
+    const std::string message = UpdateMessage(filter.GetPointer());
+    EXPECT_NE(message.find("PatchRadius is 0 along some axes"), std::string::npos) << message;
+  }
+  {
+    auto filter = MakeFilter<Image3>(image, 0.03, false);
+    filter->SetPatchRadius(RadiusType{ { 1, 1, 2 } });
+    const std::string message = UpdateMessage(filter.GetPointer());
+    EXPECT_NE(message.find("fast mode only"), std::string::npos) << message;
+  }
+}
