@@ -305,11 +305,6 @@ NonLocalMeansCUDABackend::Run(const Problem &     problem,
                               MultiThreaderBase * threader,
                               unsigned int        numberOfWorkUnits)
 {
-  if (problem.PerAxis)
-  {
-    itkGenericExceptionMacro("The CUDA backend does not compute per-axis patch or search radii yet; set Backend to "
-                             "CPU (or Auto).");
-  }
   m_Statistics = RunStatistics{};
   const auto setupStart = Clock::now();
   const auto devices = DevicesOf(problem, m_Device);

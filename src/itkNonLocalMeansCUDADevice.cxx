@@ -45,6 +45,10 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
       << p.SinglePrecision << ' ' << std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p))) << ' '
       << o.ColumnKernelOff << ' ' << static_cast<int>(p.NoiseModel) << ' ' << (p.NoiseSigma != nullptr) << ' '
       << p.FastMode;
+  for (unsigned int a = 0; p.PerAxis && a < p.Dimension; ++a)
+  {
+    key << " s" << p.AxisPatchSize[a] << " d" << p.AxisPatchDistance[a];
+  }
   for (int v : o.ColumnShape)
   {
     key << " c" << v;

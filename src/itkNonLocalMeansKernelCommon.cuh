@@ -74,6 +74,25 @@ constexpr int WIN = S - 1; // samples per axis of scikit-image's (s-1)-wide patc
 constexpr int EXT = (WIN > 0) ? WIN - 1 : 0;
 constexpr int PD = NLM_PD;
 constexpr int E = O + PD; // padding of the input on each side of a used axis
+
+// Per axis (contract 6.4; the tiled kernel): NLM_S0..3 and NLM_PD0..3 where they differ between the
+// axes, NLM_S and NLM_PD otherwise.
+#ifndef NLM_S0
+#  define NLM_S0 NLM_S
+#  define NLM_S1 NLM_S
+#  define NLM_S2 NLM_S
+#  define NLM_S3 NLM_S
+#  define NLM_PD0 NLM_PD
+#  define NLM_PD1 NLM_PD
+#  define NLM_PD2 NLM_PD
+#  define NLM_PD3 NLM_PD
+#endif
+constexpr int WIN0 = NLM_S0 - 1, WIN1 = NLM_S1 - 1, WIN2 = NLM_S2 - 1, WIN3 = NLM_S3 - 1;
+constexpr int EXT0 = (WIN0 > 0) ? WIN0 - 1 : 0, EXT1 = (WIN1 > 0) ? WIN1 - 1 : 0;
+constexpr int EXT2 = (WIN2 > 0) ? WIN2 - 1 : 0, EXT3 = (WIN3 > 0) ? WIN3 - 1 : 0;
+constexpr int O0 = NLM_S0 / 2, O1 = NLM_S1 / 2, O2 = NLM_S2 / 2, O3 = NLM_S3 / 2;
+constexpr int PD0 = NLM_PD0, PD1 = NLM_PD1, PD2 = NLM_PD2, PD3 = NLM_PD3;
+constexpr int E0 = O0 + PD0, E1 = O1 + PD1, E2 = O2 + PD2, E3 = O3 + PD3;
 constexpr int T0 = NLM_T0;
 constexpr int T1 = NLM_T1;
 constexpr int T2 = NLM_T2;

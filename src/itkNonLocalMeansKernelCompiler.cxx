@@ -96,6 +96,14 @@ KernelConfig::Macros() const
   m.push_back(std::string("-DNLM_REAL_IS_FLOAT=") + (SinglePrecision ? "1" : "0"));
   m.push_back(std::string("-DNLM_INDEX=") + (WideIndex ? "long long" : "int"));
   m.push_back("-DNLM_ROWS=" + std::to_string(Rows));
+  if (IsAnisotropic()) // per axis (the kernels default them to NLM_S and NLM_PD)
+  {
+    for (int a = 0; a < 4; ++a)
+    {
+      m.push_back("-DNLM_S" + std::to_string(a) + "=" + std::to_string(PatchSizeAlong(a)));
+      m.push_back("-DNLM_PD" + std::to_string(a) + "=" + std::to_string(PatchDistanceAlong(a)));
+    }
+  }
   m.push_back(std::string("-DNLM_RICIAN=") + (Rician ? "1" : "0"));
   m.push_back(std::string("-DNLM_NOISE_MAP=") + (NoiseMap ? "1" : "0"));
   m.push_back(std::string("-DNLM_CLASSIC=") + (Classic ? "1" : "0"));
@@ -118,21 +126,22 @@ KernelConfig::SharedBytes() const
     const size_t pd2 = 2 * static_cast<size_t>(PatchDistance);
     return (32 + pd2) * (Tile[1] + ext + pd2) * (Tile[2] + ext + pd2) * Components * real;
   }
-  const size_t ext = static_cast<size_t>(PatchSize - 2);
-  size_t       w[4] = { 1, 1, 1, 1 };
+  size_t w[4] = { 1, 1, 1, 1 };
+  size_t ext[4] = { 0, 0, 0, 0 }; // patch terms beyond the weight box, per axis
   for (int a = 0; a < Dimension; ++a)
   {
-    w[a] = static_cast<size_t>(Tile[a] + PatchDistance);
+    w[a] = static_cast<size_t>(Tile[a] + PatchDistanceAlong(a));
+    ext[a] = static_cast<size_t>(PatchSizeAlong(a) - 2);
   }
   // Box summed along axis 0 (extended by the patch along the other axes) and the weight box; in
   // 4D also the box summed along axes 0 and 1.
   size_t a = w[0];
   for (int ax = 1; ax < Dimension; ++ax)
   {
-    a *= w[ax] + ext;
+    a *= w[ax] + ext[ax];
   }
   const size_t weights = w[0] * w[1] * w[2] * w[3];
-  const size_t b = (Dimension > 3) ? w[0] * w[1] * (w[2] + ext) * (w[3] + ext) : 0;
+  const size_t b = (Dimension > 3) ? w[0] * w[1] * (w[2] + ext[2]) * (w[3] + ext[3]) : 0;
   // Sums in the arithmetic type; weights in 4 bytes (the high word of a double, or a float).
   return (a + b) * real + weights * 4;
 }
@@ -141,7 +150,22 @@ std::string
 KernelConfig::Describe() const
 {
   std::ostringstream os;
-  os << Dimension << "D K" << Components << " s" << PatchSize << " d" << PatchDistance << " tile " << Tile[0];
+  os << Dimension << "D K" << Components << " s" << PatchSize << " d" << PatchDistance;
+  if (IsAnisotropic())
+  {
+    os << " (per axis s";
+    for (int a = 0; a < Dimension; ++a)
+    {
+      os << (a ? "x" : "") << PatchSizeAlong(a);
+    }
+    os << " d";
+    for (int a = 0; a < Dimension; ++a)
+    {
+      os << (a ? "x" : "") << PatchDistanceAlong(a);
+    }
+    os << ")";
+  }
+  os << " tile " << Tile[0];
   for (int a = 1; a < Dimension; ++a)
   {
     os << "x" << Tile[a];

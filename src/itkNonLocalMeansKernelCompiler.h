@@ -35,10 +35,14 @@ namespace nlm
 /** Everything that selects one compiled module. */
 struct KernelConfig
 {
-  int  Dimension{ 3 };
-  int  Components{ 1 };
-  int  PatchSize{ 3 }; // odd
-  int  PatchDistance{ 3 };
+  int Dimension{ 3 };
+  int Components{ 1 };
+  int PatchSize{ 3 }; // odd; the largest along the axes when they differ
+  int PatchDistance{ 3 };
+  /** Per-axis patch sizes and distances (contract 6.4), where they differ between the axes: 0 and -1
+   * (default) mean PatchSize and PatchDistance. The tiled kernel only. */
+  int  AxisPatchSize[4]{ 0, 0, 0, 0 };
+  int  AxisPatchDistance[4]{ -1, -1, -1, -1 };
   int  Tile[4]{ 32, 8, 8, 1 };
   int  ThreadCount{ 256 }; // divides the tile's voxel count
   int  ZSegments{ 1 };     // segments of the kernel's march along axis 2 (3D)
@@ -54,6 +58,38 @@ struct KernelConfig
    * (itkNonLocalMeansColumnKernel.cu: 3D, patch size >= 3) with this many rows along axis 1 per
    * thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 }. */
   int Rows{ 0 };
+
+  /** The odd patch size along `axis`. */
+  int
+  PatchSizeAlong(int axis) const
+  {
+    return AxisPatchSize[axis] > 0 ? AxisPatchSize[axis] : PatchSize;
+  }
+  /** The patch distance along `axis`. */
+  int
+  PatchDistanceAlong(int axis) const
+  {
+    return AxisPatchDistance[axis] >= 0 ? AxisPatchDistance[axis] : PatchDistance;
+  }
+  /** Cells of padding the input needs on each side along `axis`: PatchSize / 2 + PatchDistance. */
+  int
+  Margin(int axis) const
+  {
+    return PatchSizeAlong(axis) / 2 + PatchDistanceAlong(axis);
+  }
+  /** Whether the patch size or the distance differs between the used axes. */
+  bool
+  IsAnisotropic() const
+  {
+    for (int a = 1; a < Dimension; ++a)
+    {
+      if (PatchSizeAlong(a) != PatchSizeAlong(0) || PatchDistanceAlong(a) != PatchDistanceAlong(0))
+      {
+        return true;
+      }
+    }
+    return false;
+  }
 
   /** The NVRTC options (macros) of this configuration. */
   std::vector<std::string>

@@ -56,6 +56,14 @@ BaseConfiguration(const Problem & p)
   base.Components = static_cast<int>(p.Components);
   base.PatchSize = NonLocalMeansBackend::EffectivePatchSize(p.PatchSize);
   base.PatchDistance = p.PatchDistance;
+  if (p.PerAxis)
+  {
+    for (unsigned int a = 0; a < p.Dimension; ++a)
+    {
+      base.AxisPatchSize[a] = NonLocalMeansBackend::PatchSizeAlong(p, a);
+      base.AxisPatchDistance[a] = NonLocalMeansBackend::PatchDistanceAlong(p, a);
+    }
+  }
   base.InputDouble = p.InputType == NonLocalMeansBackend::ElementType::Float64;
   base.OutputDouble = p.OutputType == NonLocalMeansBackend::ElementType::Float64;
   base.SinglePrecision = p.SinglePrecision;
@@ -92,7 +100,8 @@ ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Override
 {
   const int largestPatch = o.ColumnShape.empty() ? 3 : 11;
   return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= largestPatch && o.TileShape.empty() &&
-         !o.ColumnKernelOff && !base.NoiseMap && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+         !o.ColumnKernelOff && !base.NoiseMap && !base.IsAnisotropic() &&
+         std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
@@ -153,10 +162,10 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
 std::vector<std::vector<int>>
 CandidateTiles(const KernelConfig & base)
 {
-  const int        win = base.PatchSize - 1;
+  const int        win = base.PatchSizeAlong(0) - 1;
   const int        ext = (win > 0) ? win - 1 : 0;
   std::vector<int> t0s = { 8, 16, 32 };
-  const int        rowFit = (32 - base.PatchDistance - ext) / 4 * 4;
+  const int        rowFit = (32 - base.PatchDistanceAlong(0) - ext) / 4 * 4;
   if (rowFit >= 4 && std::find(t0s.begin(), t0s.end(), rowFit) == t0s.end())
   {
     t0s.push_back(rowFit);
@@ -299,14 +308,14 @@ ChooseTiledShape(const Problem &         p,
 std::uint64_t
 SlabBytes(const Problem & p, const KernelConfig & c, const long long (&tileSpan)[4], int A, long long planes)
 {
-  const int       E = c.PatchSize / 2 + c.PatchDistance;
+  const int       E = c.Margin(A);
   const long long rounded = (planes + c.Tile[A] - 1) / c.Tile[A] * c.Tile[A];
   double          padded = static_cast<double>(rounded + 2 * E);
   double          input = static_cast<double>(std::min<long long>(p.InputSize[A], rounded + 2 * E));
   double          output = static_cast<double>(planes);
   for (int a = 0; a < A; ++a)
   {
-    padded *= static_cast<double>(tileSpan[a] + 2 * E);
+    padded *= static_cast<double>(tileSpan[a] + 2 * c.Margin(a));
     input *= static_cast<double>(p.InputSize[a]);
     output *= static_cast<double>(p.OutputSize[a]);
   }
@@ -320,10 +329,10 @@ SlabBytes(const Problem & p, const KernelConfig & c, const long long (&tileSpan)
 bool
 NeedsWideIndex(const KernelConfig & c, const LaunchPlan & plan, int n)
 {
-  const int E = c.PatchSize / 2 + c.PatchDistance;
-  double    span = 0.0, stride = 1.0;
+  double span = 0.0, stride = 1.0;
   for (int a = 0; a < n; ++a)
   {
+    const int       E = c.Margin(a);
     const long long extent =
       (a == plan.OuterAxis ? std::min(plan.SlabPlanes, plan.TileSpan[a]) : plan.TileSpan[a]) + 2 * E;
     span += (c.Tile[a] + 2.0 * E) * stride;
@@ -352,9 +361,9 @@ SetPadParameters(const Problem & p, const LaunchPlan & plan, SlabPlan & s, const
 {
   const int n = static_cast<int>(p.Dimension);
   const int A = plan.OuterAxis;
-  const int E = plan.Config.PatchSize / 2 + plan.Config.PatchDistance;
   for (int a = 0; a < 4; ++a)
   {
+    const int       E = (a < n) ? plan.Config.Margin(a) : 0;
     const bool      used = a < n;
     const long long origin = used ? p.OutputStart[a] + ((a == A) ? s.First : 0) : 0;
     s.Pad.padStart[a] = used ? origin - E : 0;
@@ -411,7 +420,7 @@ SetChunks(const LaunchPlan & plan, SlabPlan & s, long long residentBlocks, const
 {
   const int  A = plan.OuterAxis;
   const auto tileA = plan.Config.Tile[A];
-  const int  E = plan.Config.PatchSize / 2 + plan.Config.PatchDistance;
+  const int  E = plan.Config.Margin(A);
   long long  tiles = 1, tilesPerLayer = 1;
   for (int a = 0; a < 4; ++a)
   {
@@ -452,11 +461,12 @@ double
 EstimateCost(const KernelConfig & c, int sharedPerSM)
 {
   const int    n = c.Dimension;
-  const int    d = c.PatchDistance;
+  const int    d = c.PatchDistance; // the largest along the axes, for the estimate
   const int    K = c.Components;
   const int    win = c.PatchSize - 1;
   const int    ext = (win > 0) ? win - 1 : 0;
-  const bool   rows = win > 0 && c.Tile[0] + d + ext <= 32 && c.Threads() % 32 == 0;
+  const int    ext0 = (c.PatchSizeAlong(0) > 1) ? c.PatchSizeAlong(0) - 2 : 0; // the kernel's warp rows
+  const bool   rows = win > 0 && c.Tile[0] + c.PatchDistanceAlong(0) + ext0 <= 32 && c.Threads() % 32 == 0;
   const double voxels = static_cast<double>(c.Tile[0]) * c.Tile[1] * c.Tile[2] * c.Tile[3];
   const double vpt = voxels / c.Threads();
   // The cost of a shift depends only on |t| per axis: sum over |t_a| in [0, d] with the number of
@@ -591,7 +601,7 @@ PlanSlab(const Problem & p, const LaunchPlan & plan, long long index, long long 
   const int    A = plan.OuterAxis;
   const auto   K = static_cast<std::size_t>(p.Components);
   const auto & c = plan.Config;
-  const int    E = c.PatchSize / 2 + c.PatchDistance;
+  const int    E = c.Margin(A);
   SlabPlan     s;
   s.First = index * plan.SlabPlanes;
   s.End = std::min<long long>(p.OutputSize[A], s.First + plan.SlabPlanes);
@@ -606,7 +616,7 @@ PlanSlab(const Problem & p, const LaunchPlan & plan, long long index, long long 
   std::size_t     inPlane = K, outPlane = K, padCells = K;
   for (int a = 0; a < n; ++a)
   {
-    padSize[a] = ((a == A) ? span : plan.TileSpan[a]) + 2 * E;
+    padSize[a] = ((a == A) ? span : plan.TileSpan[a]) + 2 * c.Margin(a);
     padCells *= static_cast<std::size_t>(padSize[a]);
     if (a < A)
     {

@@ -26,17 +26,17 @@ constexpr int ZS = NLM_ZS;
 constexpr int TV = T0 * T1 * T2 * T3;
 constexpr int VPT = TV / NT; // voxels per thread
 // Weight box (largest extent per axis) and the box summed along axis 0 only.
-constexpr int MW0 = T0 + PD;
-constexpr int MW1 = T1 + PD;
-constexpr int MW2 = (DIM > 2) ? T2 + PD : 1;
-constexpr int MW3 = (DIM > 3) ? T3 + PD : 1;
+constexpr int MW0 = T0 + PD0;
+constexpr int MW1 = T1 + PD1;
+constexpr int MW2 = (DIM > 2) ? T2 + PD2 : 1;
+constexpr int MW3 = (DIM > 3) ? T3 + PD3 : 1;
 constexpr int MA0 = MW0;
-constexpr int MA1 = MW1 + EXT;
-constexpr int MA2 = (DIM > 2) ? MW2 + EXT : 1;
-constexpr int MA3 = (DIM > 3) ? MW3 + EXT : 1;
+constexpr int MA1 = MW1 + EXT1;
+constexpr int MA2 = (DIM > 2) ? MW2 + EXT2 : 1;
+constexpr int MA3 = (DIM > 3) ? MW3 + EXT3 : 1;
 constexpr int NWARPS = NT / 32;
-// Pass A by warp rows: every patch term of a row (T0 + PD + EXT of them at most) in one warp.
-constexpr bool ROWS = (WIN > 0) && (T0 + PD + EXT <= 32) && (NT % 32 == 0);
+// Pass A by warp rows: every patch term of a row (T0 + PD0 + EXT0 of them at most) in one warp.
+constexpr bool ROWS = (WIN0 > 0) && (T0 + PD0 + EXT0 <= 32) && (NT % 32 == 0);
 constexpr int  SIZE_A = MA0 * MA1 * MA2 * MA3;
 constexpr int  SIZE_W = MW0 * MW1 * MW2 * MW3;
 constexpr int  SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed along axes 0 and 1
@@ -95,7 +95,7 @@ Gather(int                 tid,
     VoxelOf(tid, v, x0, x1, x2, x3);
     Real wc = Unpack(w0);
     Real wt = wc;
-    if (WIN > 0)
+    if (WIN0 > 0) // every window is 0 or none
     {
       const int aw = (x0 - w0lo) + (x1 - w1lo) * MW0 + (x2 - w2lo) * MW0 * MW1 + (x3 - w3lo) * MW0 * MW1 * MW2;
       wc = Unpack(bufW[aw]);
@@ -158,14 +158,14 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   const Index ys1 = static_cast<Index>(p.ySize[0]);
   const Index ys2 = ys1 * static_cast<Index>(p.ySize[1]);
   const Index ys3 = ys2 * static_cast<Index>(p.ySize[2]);
-  long long   base = (lo[0] + E) + (lo[1] + E) * p.ySize[0];
+  long long   base = (lo[0] + E0) + (lo[1] + E1) * p.ySize[0];
   if (DIM > 2)
   {
-    base += (lo[2] + E) * p.ySize[0] * p.ySize[1];
+    base += (lo[2] + E2) * p.ySize[0] * p.ySize[1];
   }
   if (DIM > 3)
   {
-    base += (lo[3] + E) * p.ySize[0] * p.ySize[1] * p.ySize[2];
+    base += (lo[3] + E3) * p.ySize[0] * p.ySize[1] * p.ySize[2];
   }
   const Real * Yt = Y + base * K;
   const Real * S2t = NLM_NOISE_MAP ? reinterpret_cast<const Real *>(p.noiseMap) + base : Yt; // sigma^2 (unused: Yt)
@@ -186,16 +186,16 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     }
   }
 
-  const int r3 = (DIM > 3) ? PD : 0;
-  const int r2 = (DIM > 2) ? PD : 0;
+  const int r3 = (DIM > 3) ? PD3 : 0;
+  const int r2 = (DIM > 2) ? PD2 : 0;
   for (int t3 = itk::nlm::FirstShift(3, r3); t3 <= r3; ++t3)
   {
     for (int t2 = itk::nlm::FirstShift(2, r2); t2 <= r2; ++t2)
     {
-      for (int t1 = itk::nlm::FirstShift(1, PD); t1 <= PD; ++t1)
+      for (int t1 = itk::nlm::FirstShift(1, PD1); t1 <= PD1; ++t1)
       {
 #pragma unroll 1
-        for (int t0 = itk::nlm::FirstShift(0, PD); t0 <= PD; ++t0)
+        for (int t0 = itk::nlm::FirstShift(0, PD0); t0 <= PD0; ++t0)
         {
           const bool  half = (t0 == 0); // alpha = 0.5 on the t0 == 0 plane
           const Index tOff = t0 + t1 * ys1 + t2 * ys2 + t3 * ys3;
@@ -210,7 +210,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
           const int   w3len = T3 + Iabs(t3);
           const int   wShift = t0 + t1 * MW0 + t2 * MW0 * MW1 + t3 * MW0 * MW1 * MW2;
           WeightStore w0 = 0;
-          if (WIN == 0)
+          if (WIN0 == 0)
           {
             w0 = Weight(Real(0), norm, invNorm, half); // patch size 1: every raw distance is +0
           }
@@ -218,13 +218,13 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
           {
             // Pass A: along axis 0, over the rows of the box (weight box along axis 0, extended by
             // the patch along the other used axes).
-            const int L1 = w1len + EXT;
-            const int L2 = (DIM > 2) ? w2len + EXT : 1;
-            const int L3 = (DIM > 3) ? w3len + EXT : 1;
-            const int o1 = w1lo - O + 1;
-            const int o2 = (DIM > 2) ? w2lo - O + 1 : 0;
-            const int o3 = (DIM > 3) ? w3lo - O + 1 : 0;
-            const int dLen = w0len + EXT; // patch terms per row
+            const int L1 = w1len + EXT1;
+            const int L2 = (DIM > 2) ? w2len + EXT2 : 1;
+            const int L3 = (DIM > 3) ? w3len + EXT3 : 1;
+            const int o1 = w1lo - O1 + 1;
+            const int o2 = (DIM > 2) ? w2lo - O2 + 1 : 0;
+            const int o3 = (DIM > 3) ? w3lo - O3 + 1 : 0;
+            const int dLen = w0len + EXT0; // patch terms per row
             if (ROWS)
             {
               // One warp per row; lane l holds the term at l and takes its right neighbours' terms
@@ -242,7 +242,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                   ++i3;
                 }
               }
-              const Index  rowCell = o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O + 1 + lane);
+              const Index  rowCell = o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O0 + 1 + lane);
               const Real * rowBase = Yt + rowCell * K;
               const bool   loads = lane < dLen;
               const bool   stores = lane < w0len;
@@ -253,7 +253,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                 const Real   term = loads ? PatchTerm(y, S2t + (rowCell + cell), tOff, noise) : Real(0);
                 Real         acc = term;
 #pragma unroll
-                for (int j = 1; j < WIN; ++j)
+                for (int j = 1; j < WIN0; ++j)
                 {
                   acc = acc + __shfl_down_sync(0xffffffffu, term, j);
                 }
@@ -286,12 +286,12 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                 {
                   continue;
                 }
-                const Index  cell = (o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O + 1 + i0);
+                const Index  cell = (o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O0 + 1 + i0);
                 const Real * y = Yt + cell * K;
                 const Real * s2 = S2t + cell;
                 Real         acc = PatchTerm(y, s2, tOff, noise);
 #pragma unroll
-                for (int j = 1; j < WIN; ++j)
+                for (int j = 1; j < WIN0; ++j)
                 {
                   acc = acc + PatchTerm(y + j * K, s2 + j, tOff, noise);
                 }
@@ -313,7 +313,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                 const Real * a = bufA + i0 + i1 * MA0;
                 Real         acc = a[0];
 #pragma unroll
-                for (int j = 1; j < WIN; ++j)
+                for (int j = 1; j < WIN1; ++j)
                 {
                   acc = acc + a[j * MA0];
                 }
@@ -337,30 +337,30 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                 }
                 const Real *  a = bufA + i0 + i1 * MA0;
                 WeightStore * w = bufW + i0 + i1 * MW0;
-                Real          ring[WIN > 0 ? WIN : 1];
-                for (int i2 = zlo; i2 < zhi + EXT; ++i2)
+                Real          ring[WIN2 > 0 ? WIN2 : 1];
+                for (int i2 = zlo; i2 < zhi + EXT2; ++i2)
                 {
                   Real acc = a[i2 * MA0 * MA1];
 #pragma unroll
-                  for (int j = 1; j < WIN; ++j)
+                  for (int j = 1; j < WIN1; ++j)
                   {
                     acc = acc + a[i2 * MA0 * MA1 + j * MA0];
                   }
 #pragma unroll
-                  for (int j = 0; j + 1 < WIN; ++j)
+                  for (int j = 0; j + 1 < WIN2; ++j)
                   {
                     ring[j] = ring[j + 1];
                   }
-                  ring[WIN - 1] = acc;
-                  if (i2 >= zlo + EXT)
+                  ring[WIN2 - 1] = acc;
+                  if (i2 >= zlo + EXT2)
                   {
                     Real raw = ring[0];
 #pragma unroll
-                    for (int j = 1; j < WIN; ++j)
+                    for (int j = 1; j < WIN2; ++j)
                     {
                       raw = raw + ring[j];
                     }
-                    w[(i2 - EXT) * MW0 * MW1] = Weight(raw, norm, invNorm, half);
+                    w[(i2 - EXT2) * MW0 * MW1] = Weight(raw, norm, invNorm, half);
                   }
                 }
               }
@@ -382,7 +382,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                 const Real * a = bufA + i0 + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2;
                 Real         acc = a[0];
 #pragma unroll
-                for (int j = 1; j < WIN; ++j)
+                for (int j = 1; j < WIN1; ++j)
                 {
                   acc = acc + a[j * MA0];
                 }
@@ -401,30 +401,30 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                 }
                 const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
                 WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
-                Real          ring[WIN > 0 ? WIN : 1];
+                Real          ring[WIN3 > 0 ? WIN3 : 1];
                 for (int i3 = 0; i3 < L3; ++i3)
                 {
                   Real acc = b[i3 * MW0 * MW1 * MA2];
 #pragma unroll
-                  for (int j = 1; j < WIN; ++j)
+                  for (int j = 1; j < WIN2; ++j)
                   {
                     acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
                   }
 #pragma unroll
-                  for (int j = 0; j + 1 < WIN; ++j)
+                  for (int j = 0; j + 1 < WIN3; ++j)
                   {
                     ring[j] = ring[j + 1];
                   }
-                  ring[WIN - 1] = acc;
-                  if (i3 >= EXT)
+                  ring[WIN3 - 1] = acc;
+                  if (i3 >= EXT3)
                   {
                     Real raw = ring[0];
 #pragma unroll
-                    for (int j = 1; j < WIN; ++j)
+                    for (int j = 1; j < WIN3; ++j)
                     {
                       raw = raw + ring[j];
                     }
-                    w[(i3 - EXT) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
+                    w[(i3 - EXT3) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
                   }
                 }
               }

@@ -95,6 +95,8 @@ struct Params
   bool                          rician{ false };
   itk::DataObject::ConstPointer noiseMap{};
   itk::DataObject::ConstPointer mask{};
+  std::vector<int>              patchRadius{};  // per axis (contract 6.4); empty: patchSize
+  std::vector<int>              searchRadius{}; // per axis; empty: distance
 };
 
 /** Sets the filter's parameters from p. */
@@ -115,6 +117,17 @@ Configure(TFilter * filter, const Params & p, itk::CudaNonLocalMeansImageFilterE
   filter->SetNoiseModel(p.rician ? TFilter::NoiseModelEnum::Rician : TFilter::NoiseModelEnum::Gaussian);
   filter->SetMaskImage(dynamic_cast<const Base *>(p.mask.GetPointer()));
   filter->SetNoiseSigmaImage(dynamic_cast<const Base *>(p.noiseMap.GetPointer()));
+  typename TFilter::RadiusType radius;
+  if (!p.patchRadius.empty())
+  {
+    std::copy(p.patchRadius.begin(), p.patchRadius.end(), radius.begin());
+    filter->SetPatchRadius(radius);
+  }
+  if (!p.searchRadius.empty())
+  {
+    std::copy(p.searchRadius.begin(), p.searchRadius.end(), radius.begin());
+    filter->SetSearchRadius(radius);
+  }
 }
 
 template <typename TIn, typename TOut = TIn>
@@ -420,6 +433,45 @@ TEST(CudaNonLocalMeansGPU, TheExtensionsEqualTheCPUBackendBitwise)
     std::cout << "single precision with Rician, map, mask: max |f32 - f64| = " << worst << std::endl;
     Check(worst < 1e-4, "single precision with the extensions is within 1e-4 of float64");
   }
+}
+
+TEST(CudaNonLocalMeansGPU, PerAxisRadiiEqualTheCPUBackendBitwise)
+{
+  // Anisotropic patches and search windows (contract 6.4) on the tiled kernel, 2D to 4D, with the
+  // other extensions, slabs, streaming and two devices.
+  const auto axes = [](Params p, std::vector<int> patch, std::vector<int> search) {
+    p.patchRadius = patch;
+    p.searchRadius = search;
+    return p;
+  };
+  Compare("2D float radius (2, 1), search (1, 4)",
+          Image<F2>({ 47, 39 }, 1, 91).GetPointer(),
+          axes({ 3, 1, 0.12, 0.05 }, { 2, 1 }, { 1, 4 }));
+  Compare("2D RGB double radius (1, 3), search (5, 0)",
+          Image<VD2>({ 33, 30 }, 3, 92).GetPointer(),
+          axes({ 3, 1, 0.1, 0.02 }, { 1, 3 }, { 5, 0 }));
+  {
+    const auto image = Image<F3>({ 37, 29, 23 }, 1, 93);
+    Compare("3D float radius (1, 1, 3), search (3, 3, 1) (microscopy)",
+            image.GetPointer(),
+            axes({ 3, 1, 0.1, 0.05 }, { 1, 1, 3 }, { 3, 3, 1 }));
+    Compare("3D float radius (1, 1, 1), search (4, 4, 2), Rician, map, mask",
+            image.GetPointer(),
+            axes(With<3>({ 3, 1, 0.1, 0.0 }, image, true, true, true, 94), { 1, 1, 1 }, { 4, 4, 2 }));
+    Params slabs = axes(With<3>({ 3, 1, 0.1, 0.05 }, image, true, false, true, 95), { 2, 1, 1 }, { 1, 3, 2 });
+    slabs.memory = 1500000;
+    slabs.streams = 3;
+    slabs.devices = { 0, 0 };
+    Compare("3D float radius (2, 1, 1), search (1, 3, 2), Rician, mask, slabs, 3 streams, 2 devices",
+            image.GetPointer(),
+            slabs);
+  }
+  Compare("3D double radius (3, 2, 1), distance 2",
+          Image<D3>({ 25, 22, 19 }, 1, 96).GetPointer(),
+          axes({ 3, 2, 0.2, 0.0 }, { 3, 2, 1 }, {}));
+  Compare("4D double radius (1, 1, 1, 2), search (2, 1, 1, 1)",
+          Image<D4>({ 9, 8, 7, 6 }, 1, 97).GetPointer(),
+          axes({ 3, 1, 0.15, 0.05 }, { 1, 1, 1, 2 }, { 2, 1, 1, 1 }));
 }
 
 TEST(CudaNonLocalMeansGPU, UploadsInPiecesAndLaunchesOfFewTilesChangeNoBit)

@@ -26,6 +26,7 @@
 #include "itkMacro.h"
 
 #include <chrono>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <vector>
@@ -115,7 +116,48 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 1, 3, 2, 8, 8, 4, 1, 256, 1, true, false, false, false, 0, 4 },
     { 3, 1, 21, 21, 8, 8, 4, 1, 256, 1, false, true, false, false, 0, 5 },
   };
+  // Per-axis patch sizes and distances (contract 6.4; the tiled kernel): {dim, s0..s3, d0..d3, tile}.
+  struct PerAxisVariant
+  {
+    int dim, s[4], d[4], t[4], threads;
+  };
+  const std::vector<PerAxisVariant> perAxis = {
+    { 2, { 5, 3, 1, 1 }, { 2, 6, 0, 0 }, { 16, 16, 1, 1 }, 256 },
+    { 3, { 3, 3, 7 }, { 3, 3, 1 }, { 16, 8, 8, 1 }, 256 },
+    { 3, { 9, 3, 3 }, { 1, 4, 2 }, { 8, 8, 4, 1 }, 128 },
+    { 4, { 3, 3, 3, 5 }, { 1, 2, 1, 1 }, { 8, 4, 4, 2 }, 256 },
+  };
   int failures = 0;
+  for (const auto & v : perAxis)
+  {
+    itk::nlm::KernelConfig c;
+    c.Dimension = v.dim;
+    c.PatchSize = *std::max_element(v.s, v.s + v.dim);
+    c.PatchDistance = *std::max_element(v.d, v.d + v.dim);
+    for (int a = 0; a < 4; ++a)
+    {
+      c.AxisPatchSize[a] = (a < v.dim) ? v.s[a] : 1;
+      c.AxisPatchDistance[a] = (a < v.dim) ? v.d[a] : 0;
+      c.Tile[a] = v.t[a];
+    }
+    c.ThreadCount = v.threads;
+    c.InputDouble = c.OutputDouble = true;
+    c.Rician = (v.dim == 3);
+    for (int arch : archs)
+    {
+      try
+      {
+        const auto k = itk::nlm::CompileKernel(*nvrtc, c, arch);
+        std::cout << "ok   " << k.Target << " " << c.Describe() << ": " << k.Image.size() << " bytes, "
+                  << static_cast<int>(k.Milliseconds) << " ms" << std::endl;
+      }
+      catch (const itk::ExceptionObject & e)
+      {
+        std::cout << "FAIL sm_" << arch << " " << c.Describe() << ": " << e.GetDescription() << std::endl;
+        ++failures;
+      }
+    }
+  }
   for (const auto & v : variants)
   {
     itk::nlm::KernelConfig c;
