@@ -311,7 +311,7 @@ private:
   /** The patch size and distance along each axis in use (section 6.4), from the settings and the
    * input's spacing. */
   void
-  AxisParameters(int (&patchSizes)[ImageDimension], int (&distances)[ImageDimension]) const;
+  AxisParameters(int * patchSizes, int * distances) const; // ImageDimension values each
 
   int              m_PatchSize{ 7 };
   int              m_PatchDistance{ 11 };

@@ -186,8 +186,7 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::CudaNonLocalMeansImageF
 
 template <typename TInputImage, typename TOutputImage>
 void
-CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::AxisParameters(int (&patchSizes)[ImageDimension],
-                                                                        int (&distances)[ImageDimension]) const
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::AxisParameters(int * patchSizes, int * distances) const
 {
   const InputImageType * input = this->GetInput();
   for (unsigned int a = 0; a < ImageDimension; ++a)

@@ -20,6 +20,10 @@ the function is scikit-image's:
   is skipped.
 - ``sigma=`` an array of the image's spatial shape: the noise standard deviation of every pixel (a
   noise map), finite and 0 or more; fast mode only.
+- ``patch_size=`` and ``patch_distance=`` as tuples, one entry per spatial axis (NumPy's order):
+  anisotropic patches and search windows, e.g. ``patch_size=(3, 5, 5), patch_distance=(2, 6, 6)``
+  for voxels five times longer along the first axis; fast mode only. Equal entries give the
+  output of the plain integer, bit for bit.
 
 Where scikit-image accepts input it cannot process meaningfully, this function refuses it:
 ``h == 0`` and ``patch_distance < 0`` raise ``ValueError`` (scikit-image returns a degenerate mean
@@ -113,7 +117,7 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     _check_dimensions(ndim)
     image = _to_float(np.asarray(image), preserve_range)
     _check_mode(ndim, axis is not None, fast_mode, h, patch_distance)
-    _check_extensions(image.shape[:-1], fast_mode, sigma, rician, mask)
+    _check_extensions(image.shape[:-1], fast_mode, sigma, rician, mask, patch_size, patch_distance)
     result = _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend, rician, mask)
     return _output_shape(result, ndim, fast_mode, axis, np)
 
@@ -122,6 +126,8 @@ def _parameters(patch_size, patch_distance, h, sigma, backend):
     """The parameters as the filter takes them, with scikit-image's conversions and errors."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    if isinstance(patch_size, (tuple, list)) or isinstance(patch_distance, (tuple, list)):
+        return _per_axis_parameters(patch_size, patch_distance, h, sigma)
     patch_size = operator.index(patch_size)
     patch_distance = operator.index(patch_distance)
     h = float(h)
@@ -132,8 +138,42 @@ def _parameters(patch_size, patch_distance, h, sigma, backend):
     return max(patch_size, 1), patch_distance, h, sigma  # scikit-image treats 0 as 1; negative crash it
 
 
-def _check_extensions(spatial_shape, fast_mode, sigma, rician, mask):
+def _per_axis_parameters(patch_size, patch_distance, h, sigma):
+    """_parameters for per-axis patch sizes or distances (tuples, NumPy's axis order): each as a tuple
+    of integers, checked by _check_extensions against the image's dimension."""
+    def axes(value, name):
+        if not isinstance(value, (tuple, list)):
+            return operator.index(value)
+        values = tuple(operator.index(v) for v in value)
+        if any(v < 0 for v in values):
+            raise ValueError(f"{name} must hold values of 0 or more, not {value!r}")
+        return values
+    sizes, distances = axes(patch_size, "patch_size"), axes(patch_distance, "patch_distance")
+    sizes = tuple(max(s, 1) for s in sizes) if isinstance(sizes, tuple) else max(sizes, 1)
+    first = (lambda v: v[0] if isinstance(v, tuple) else v)
+    _, _, h, sigma = _parameters(first(sizes), first(distances), h, sigma, "auto")
+    return sizes, distances, h, sigma
+
+
+def _axis_values(value, ndim):
+    """A per-axis parameter for `ndim` spatial axes: a tuple as given, a number repeated."""
+    return tuple(value) if isinstance(value, tuple) else (value,) * ndim
+
+
+def _check_extensions(spatial_shape, fast_mode, sigma, rician, mask, patch_size=0, patch_distance=0):
     """The opt-in keywords' errors, in the words of this function's parameters."""
+    ndim = len(spatial_shape)
+    for name, value in (("patch_size", patch_size), ("patch_distance", patch_distance)):
+        if isinstance(value, tuple):
+            if len(value) != ndim:
+                raise ValueError(f"{name} {value} must have one entry per spatial axis ({ndim})")
+            if not fast_mode:
+                raise ValueError(f"per-axis {name} needs fast_mode=True")
+    if isinstance(patch_size, tuple):
+        radii = [s // 2 if s % 2 else (s + 1) // 2 for s in patch_size]
+        if 0 in radii and any(radii):
+            raise ValueError(f"patch_size {patch_size}: a patch size of 1 (an empty patch box) on some axes needs it "
+                             "on all")
     if np.ndim(sigma) > 0:
         if tuple(np.shape(sigma)) != tuple(spatial_shape):
             raise ValueError(f"an array sigma (a noise map) must have the image's spatial shape {tuple(spatial_shape)}, "
@@ -183,7 +223,7 @@ def _check_mode(ndim, multichannel, fast_mode, h, patch_distance):
         raise NotImplementedError("4D requires fast_mode to be True.")
     if h == 0:
         raise ValueError("h is 0: give a non-zero cut-off distance (scikit-image computes a degenerate mean).")
-    if patch_distance < 0:
+    if not isinstance(patch_distance, tuple) and patch_distance < 0:
         raise ValueError(f"patch_distance is {patch_distance}; it must be 0 or more.")
 
 
@@ -215,8 +255,14 @@ def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigm
     enums = itk.CudaNonLocalMeansImageFilterEnums
     filt = filter_type.New()
     filt.SetInput(itk_image)
-    filt.SetPatchSize(patch_size)
-    filt.SetPatchDistance(patch_distance)
+    if isinstance(patch_size, tuple):  # per axis, NumPy's order: ITK's axes reversed
+        filt.SetPatchRadius([s // 2 if s % 2 else (s + 1) // 2 for s in reversed(patch_size)])
+    else:
+        filt.SetPatchSize(patch_size)
+    if isinstance(patch_distance, tuple):
+        filt.SetSearchRadius(list(reversed(patch_distance)))
+    else:
+        filt.SetPatchDistance(patch_distance)
     filt.SetH(abs(h))
     if np.ndim(sigma) > 0:
         filt.SetNoiseSigmaImage(itk.image_from_array(np.ascontiguousarray(sigma, dtype=np.float64)))

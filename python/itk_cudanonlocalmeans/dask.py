@@ -16,8 +16,8 @@ kept in one chunk.
 
 import numpy as np
 
-from . import _channels_last, _check_dimensions, _check_extensions, _check_mode, _denoise_channels_last, \
-    _output_shape, _parameters, _to_float
+from . import _axis_values, _channels_last, _check_dimensions, _check_extensions, _check_mode, \
+    _denoise_channels_last, _output_shape, _parameters, _to_float
 
 __all__ = ["denoise_nl_means"]
 
@@ -38,11 +38,11 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     _check_mode(ndim, axis is not None, fast_mode, h, patch_distance)
 
     # Elementwise conversion, then blocks with their halo; the channels stay together.
-    _check_extensions(image.shape[:-1], fast_mode, sigma, rician, mask)
+    _check_extensions(image.shape[:-1], fast_mode, sigma, rician, mask, patch_size, patch_distance)
     image = image.map_blocks(_to_float, preserve_range, dtype=float_dtype)
     image = image.rechunk({ndim: -1})
-    halo = (patch_size + 1 if patch_size % 2 == 0 else patch_size) // 2 + patch_distance + 1
-    depth = {a: halo for a in range(ndim)}
+    sizes, distances = _axis_values(patch_size, ndim), _axis_values(patch_distance, ndim)
+    depth = {a: (sizes[a] + 1 if sizes[a] % 2 == 0 else sizes[a]) // 2 + distances[a] + 1 for a in range(ndim)}
     depth[ndim] = 0
     # The noise map and the mask travel as arrays of the image's blocks with one channel.
     spatial = image.chunks[:-1]

@@ -47,6 +47,12 @@ CASES = [
      dict(patch_size=4, patch_distance=2, h=0.15, sigma=0.04, rician=True)),
     ("4D noise map, mask", smooth_noisy((5, 6, 5, 7), dtype=np.float64, seed=40), None,
      dict(patch_size=3, patch_distance=1, h=0.12, sigma=noise_map((5, 6, 5, 7), 41), mask=ball((5, 6, 5, 7)))),
+    ("3D per-axis patch (3, 5, 5), distance (1, 3, 3)", smooth_noisy((9, 14, 13), dtype=np.float64, seed=49), None,
+     dict(patch_size=(3, 5, 5), patch_distance=(1, 3, 3), h=0.15, sigma=0.03)),
+    ("2D RGB per-axis patch (6, 3), Rician, mask", smooth_noisy((18, 21), 3, np.float64, 50), -1,
+     dict(patch_size=(6, 3), patch_distance=2, h=0.12, sigma=0.04, rician=True, mask=ball((18, 21)))),
+    ("2D per-axis distance (0, 4), noise map", smooth_noisy((20, 17), dtype=np.float64, seed=51), None,
+     dict(patch_size=5, patch_distance=(0, 4), h=0.1, sigma=noise_map((20, 17), 52))),
 ]
 
 
@@ -77,6 +83,19 @@ def test_reductions_are_bitwise():
     assert np.array_equal(plain.view(np.uint64), full.view(np.uint64))
     empty = denoise_nl_means(image, 5, 3, 0.1, mask=np.zeros(image.shape, np.uint8), backend=BACKEND)
     assert np.array_equal(empty, image)
+
+
+def test_equal_per_axis_parameters_are_the_plain_integers_bitwise():
+    image = smooth_noisy((11, 12, 13), dtype=np.float64, seed=53)
+    plain = denoise_nl_means(image, 5, 2, 0.12, sigma=0.02, backend=BACKEND)
+    axes = denoise_nl_means(image, (5, 5, 5), (2, 2, 2), 0.12, sigma=0.02, backend=BACKEND)
+    even = denoise_nl_means(image, (4, 4, 4), 2, 0.12, sigma=0.02, backend=BACKEND)  # 4 -> 5, as scikit-image
+    assert np.array_equal(plain.view(np.uint64), axes.view(np.uint64))
+    assert np.array_equal(plain.view(np.uint64), even.view(np.uint64))
+    with pytest.raises(ValueError, match="one entry per spatial axis"):
+        denoise_nl_means(image, (3, 3), 2, 0.1, backend=BACKEND)
+    with pytest.raises(ValueError, match="fast_mode=True"):
+        denoise_nl_means(image[0], (3, 5), 2, 0.1, fast_mode=False, backend=BACKEND)
 
 
 def test_rician_lowers_the_background_bias():
@@ -143,6 +162,11 @@ def test_wrapping_sets_and_snake_case_keywords():
                                 mask=itk.array_from_image(mask), backend=BACKEND)
     assert np.array_equal(itk.array_from_image(result), expected)
     filt = itk.CudaNonLocalMeansImageFilter[type(itk_image), type(itk_image)].New()
+    filt.SetPatchRadius([2, 1])
+    filt.SetSearchRadius([1, 3])
+    assert list(filt.GetPatchRadius()) == [2, 1] and list(filt.GetSearchRadius()) == [1, 3]
+    filt.SetPhysicalPatchRadius(1.5)
+    assert filt.GetPhysicalPatchRadius() == 1.5
     filt.SetNoiseModel(enums.NoiseModel_Rician)
     assert filt.GetNoiseModel() == enums.NoiseModel_Rician
     assert "NoiseModel: CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician" in str(filt)
@@ -153,8 +177,8 @@ def test_dask_with_the_extensions_is_bitwise_the_whole_array():
     from itk_cudanonlocalmeans.dask import denoise_nl_means as dask_nlm
 
     image = smooth_noisy((26, 23, 21), dtype=np.float64, seed=47)
-    kwargs = dict(patch_size=3, patch_distance=2, h=0.12, sigma=noise_map(image.shape, 48), rician=True,
-                  mask=ball(image.shape), backend=BACKEND)
+    kwargs = dict(patch_size=(3, 5, 3), patch_distance=(2, 1, 3), h=0.12, sigma=noise_map(image.shape, 48),
+                  rician=True, mask=ball(image.shape), backend=BACKEND)
     whole = denoise_nl_means(image, **kwargs)
     chunks = ((9, 4, 13), (12, 11), (2, 19))  # uneven, and smaller than the halo
     lazy = dask_nlm(da.from_array(image, chunks=chunks),

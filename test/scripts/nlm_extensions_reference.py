@@ -35,6 +35,7 @@ def _weights(raw, norm, alpha):
 
 def nl_means_reference(image, patch_size, patch_distance, h, sigma=0.0, *, rician=False, mask=None):
     """Fast-mode non-local means of `image` (spatial axes, then one channel axis) in long double.
+    `patch_size` and `patch_distance` are numbers or tuples (one per spatial axis, NumPy's order).
 
     `sigma` is a number or an array of the spatial shape (a noise map: the noise term of grid points
     y and y + t is K (sigma(y)^2 + sigma(y + t)^2)); `rician` gives sqrt(max(NLM(x^2) - 2 sigma(x)^2,
@@ -43,16 +44,21 @@ def nl_means_reference(image, patch_size, patch_distance, h, sigma=0.0, *, ricia
     x = np.asarray(image, dtype=np.longdouble)
     spatial = x.shape[:-1]
     n, K = len(spatial), x.shape[-1]
-    s = patch_size + 1 if patch_size % 2 == 0 else patch_size
-    o, d = s // 2, patch_distance
-    E = o + d  # every term reads within o + d of its voxel
+    # Per axis (contract 6.4): a number stands for every axis.
+    sizes = patch_size if isinstance(patch_size, tuple) else (patch_size,) * n
+    ds = patch_distance if isinstance(patch_distance, tuple) else (patch_distance,) * n
+    ss = tuple(v + 1 if v % 2 == 0 else v for v in sizes)
+    os_ = tuple(v // 2 for v in ss)
+    E = max(o + d for o, d in zip(os_, ds))  # every term reads within o + d of its voxel
     width = [(E, E)] * n
     padded = np.pad(x, width + [(0, 0)], mode="reflect")
     sigma2 = np.broadcast_to(np.asarray(sigma, dtype=np.longdouble) ** 2, spatial)
     padded_s2 = np.pad(sigma2, width, mode="reflect")
     values = padded * padded if rician else padded
-    norm = np.longdouble(K) * np.longdouble(h) * np.longdouble(h) * np.longdouble(s) ** n
-    box = list(itertools.product(range(-o + 1, o + 1), repeat=n))  # the (s - 1)-wide off-centre box
+    norm = np.longdouble(K) * np.longdouble(h) * np.longdouble(h)
+    for v in ss:
+        norm = norm * np.longdouble(v)
+    box = list(itertools.product(*[range(-o + 1, o + 1) for o in os_]))  # the (s - 1)-wide off-centre box
 
     def at(array, offset):
         """array at every voxel shifted by `offset` (padded coordinates)."""
@@ -62,7 +68,7 @@ def nl_means_reference(image, patch_size, patch_distance, h, sigma=0.0, *, ricia
         """The patch distance of the pairs (c, c + t) for c = every voxel + start: the box sum of
         D(y) = sum_k (x_k(y) - x_k(y + t))^2 - K (sigma^2(y) + sigma^2(y + t))."""
         total = np.zeros(spatial, dtype=np.longdouble)
-        if s == 1:
+        if ss[0] == 1:  # 1 on every axis or on none
             return total
         for j in box:
             y = tuple(a + b for a, b in zip(start, j))
@@ -74,7 +80,7 @@ def nl_means_reference(image, patch_size, patch_distance, h, sigma=0.0, *, ricia
     weight_sum = np.zeros(spatial, dtype=np.longdouble)
     result = np.zeros(x.shape, dtype=np.longdouble)
     # The shifts of one half space (the last axis over [0, d]) with both terms of each pair.
-    ranges = [range(-d, d + 1)] * (n - 1) + [range(0, d + 1)]
+    ranges = [range(-d, d + 1) for d in ds[:-1]] + [range(0, ds[-1] + 1)]
     for t in itertools.product(*ranges):
         alpha = np.longdouble(0.5 if t[-1] == 0 else 1.0)
         minus = tuple(-a for a in t)
