@@ -57,25 +57,29 @@ namespace
 {
 struct Options
 {
-  std::string input;
-  std::string output{ "CudaNonLocalMeansDenoised.mha" };
-  std::string outputType{ "input" };
-  std::string preview;
-  int         patchSize{ -1 };
-  int         patchDistance{ -1 };
-  double      h{ -1.0 };
-  double      sigma{ -1.0 };
-  bool        fastMode{ true };
-  std::string backend{ "auto" };
-  int         threads{ 0 };
-  int         phantomSize{ 64 };
-  int         repeat{ 1 };
-  double      maxGPUMemory{ 0.0 }; // MiB, 0 = automatic
-  bool        single{ false };
-  int         streamDivisions{ 1 };
-  bool        rician{ false };
-  std::string mask;
-  std::string noiseSigma;
+  std::string      input;
+  std::string      output{ "CudaNonLocalMeansDenoised.mha" };
+  std::string      outputType{ "input" };
+  std::string      preview;
+  int              patchSize{ -1 };
+  int              patchDistance{ -1 };
+  double           h{ -1.0 };
+  double           sigma{ -1.0 };
+  bool             fastMode{ true };
+  std::string      backend{ "auto" };
+  int              threads{ 0 };
+  int              phantomSize{ 64 };
+  int              repeat{ 1 };
+  double           maxGPUMemory{ 0.0 }; // MiB, 0 = automatic
+  bool             single{ false };
+  int              streamDivisions{ 1 };
+  bool             rician{ false };
+  std::string      mask;
+  std::string      noiseSigma;
+  std::vector<int> patchRadius;  // per axis, x first (empty: --patch-size)
+  std::vector<int> searchRadius; // per axis (empty: --patch-distance)
+  double           physicalPatchRadius{ 0.0 };
+  double           physicalSearchRadius{ 0.0 };
 };
 
 void
@@ -108,7 +112,11 @@ PrintUsage(const char * name)
             << "  --mask FILE            integer image on the input's grid: pixels where it is 0 keep their input\n"
             << "                         value, work outside it is skipped (read whole)\n"
             << "  --noise-sigma FILE     the noise standard deviation of every pixel, on the input's grid\n"
-            << "                         (replaces --sigma; fast mode only; read whole)\n";
+            << "                         (replaces --sigma; fast mode only; read whole)\n"
+            << "  --patch-radius R,R,R   patch radius per axis (x, y, z; side 2R+1), instead of --patch-size\n"
+            << "  --search-radius D,D,D  search radius per axis, instead of --patch-distance\n"
+            << "  --physical-patch-radius X, --physical-search-radius X\n"
+            << "                         the radii in the units of the image's spacing, rounded per axis\n";
 }
 
 /** A whole number of at least `minimum`, or an exception that names the option and the value. */
@@ -127,6 +135,25 @@ ParseWhole(const std::string & option, const std::string & text, long long minim
     throw std::runtime_error(option + " must be " + std::to_string(minimum) + " or more, not " + text);
   }
   return static_cast<int>(v);
+}
+
+/** Whole numbers of 0 or more separated by commas ("1,1,2"), or an exception that names the option. */
+std::vector<int>
+ParseWholeList(const std::string & option, const std::string & text)
+{
+  std::vector<int>  values;
+  std::stringstream stream(text);
+  std::string       item;
+  while (std::getline(stream, item, ','))
+  {
+    values.push_back(ParseWhole(option, item, 0));
+  }
+  if (values.empty() || text.back() == ',')
+  {
+    throw std::runtime_error(option + " takes whole numbers separated by commas, one per axis (x first), not \"" +
+                             text + "\"");
+  }
+  return values;
 }
 
 /** A finite real number above `minimum` (or at least it, where `orEqual`), or an exception that
@@ -220,6 +247,14 @@ ParseArguments(int argc, char * argv[], Options & o)
       o.mask = value("--mask");
     else if (arg == "--noise-sigma")
       o.noiseSigma = value("--noise-sigma");
+    else if (arg == "--patch-radius")
+      o.patchRadius = ParseWholeList(arg, value("--patch-radius"));
+    else if (arg == "--search-radius")
+      o.searchRadius = ParseWholeList(arg, value("--search-radius"));
+    else if (arg == "--physical-patch-radius")
+      o.physicalPatchRadius = ParseReal(arg, value("--physical-patch-radius"), 0.0, false);
+    else if (arg == "--physical-search-radius")
+      o.physicalSearchRadius = ParseReal(arg, value("--physical-search-radius"), 0.0, false);
     else
     {
       std::cerr << "Unknown argument: " << arg << "\n";
@@ -391,6 +426,26 @@ MakeFilter(const Options & o)
   {
     filter->SetNoiseSigmaImage(itk::ReadImage<itk::Image<double, Dimension>>(o.noiseSigma));
   }
+  const auto radius = [](const std::vector<int> & values, const char * option) {
+    if (values.size() != Dimension)
+    {
+      throw std::runtime_error(std::string(option) + " gives " + std::to_string(values.size()) + " radii for a " +
+                               std::to_string(Dimension) + "D image; give one per axis (x first)");
+    }
+    typename FilterType::RadiusType r;
+    std::copy(values.begin(), values.end(), r.begin());
+    return r;
+  };
+  if (!o.patchRadius.empty())
+  {
+    filter->SetPatchRadius(radius(o.patchRadius, "--patch-radius"));
+  }
+  if (!o.searchRadius.empty())
+  {
+    filter->SetSearchRadius(radius(o.searchRadius, "--search-radius"));
+  }
+  filter->SetPhysicalPatchRadius(o.physicalPatchRadius);
+  filter->SetPhysicalSearchRadius(o.physicalSearchRadius);
   if (o.backend == "cpu")
   {
     filter->SetBackend(FilterType::BackendEnum::CPU);
@@ -456,7 +511,7 @@ Denoise(const typename TImage::Pointer & image, const Options & o, const OutputF
   double       offsets = 1.0;
   for (unsigned int a = 0; a < TImage::ImageDimension; ++a)
   {
-    offsets *= 2.0 * o.patchDistance + 1.0;
+    offsets *= 2.0 * static_cast<double>(filter->GetSearchRadius()[a]) + 1.0; // the distance along axis a
   }
   std::cout << "Image: size " << size << ", " << image->GetNumberOfComponentsPerPixel() << " component(s), "
             << (std::is_same<typename itk::NumericTraits<typename TImage::PixelType>::ValueType, float>::value
@@ -466,8 +521,13 @@ Denoise(const typename TImage::Pointer & image, const Options & o, const OutputF
   std::cout << "Parameters: patch_size " << o.patchSize << " (effective " << filter->GetEffectivePatchSize()
             << "), patch_distance " << o.patchDistance << ", h " << o.h << ", sigma " << o.sigma << ", fast_mode "
             << (o.fastMode ? "True" : "False") << (o.rician ? ", noise model Rician" : "")
-            << (o.mask.empty() ? "" : ", mask " + o.mask) << (o.noiseSigma.empty() ? "" : ", noise map " + o.noiseSigma)
-            << "\n";
+            << (o.mask.empty() ? "" : ", mask " + o.mask)
+            << (o.noiseSigma.empty() ? "" : ", noise map " + o.noiseSigma);
+  if (!o.patchRadius.empty() || !o.searchRadius.empty() || o.physicalPatchRadius > 0.0 || o.physicalSearchRadius > 0.0)
+  {
+    std::cout << ", patch radius " << filter->GetPatchRadius() << ", search radius " << filter->GetSearchRadius();
+  }
+  std::cout << "\n";
   for (int r = 0; r < std::max(1, o.repeat); ++r)
   {
     filter->Modified();

@@ -324,6 +324,26 @@ CudaNonLocalMeansDenoiseFilesTest(int argc, char * argv[])
                   output,
                   "SetSigma",
                   "--rician without a noise level is refused");
+    // Per-axis radii: equal ones give the isotropic output (patch 3, distance 1) bit for bit.
+    const std::string radii = folder + "/radii.mha", isotropic = folder + "/isotropic.mha";
+    const bool        both =
+      RunDenoiseProgramCapturing(
+        with({ "--input", valid, "--patch-radius", "1,1,1", "--search-radius", "1,1,1", "--output", radii }),
+        out,
+        err) == EXIT_SUCCESS &&
+      RunDenoiseProgramCapturing(with({ "--input", valid, "--output", isotropic }), out, err) == EXIT_SUCCESS;
+    Expect(both && itk::nlm_test::ReadFile(radii) == itk::nlm_test::ReadFile(isotropic),
+           "--patch-radius 1,1,1 --search-radius 1,1,1 == --patch-size 3 --patch-distance 1, byte for byte");
+    Expect(RunDenoiseProgramCapturing(
+             with({ "--input", valid, "--patch-radius", "1,1,2", "--search-radius", "2,2,1", "--output", radii }),
+             out,
+             err) == EXIT_SUCCESS &&
+             out.find("patch radius [1, 1, 2], search radius [2, 2, 1]") != std::string::npos,
+           "anisotropic radii run and are reported");
+    ExpectRefusal(with({ "--input", valid, "--patch-radius", "1,2", "--output", output }),
+                  output,
+                  "give one per axis",
+                  "--patch-radius with too few radii is refused");
   }
 
   // A write that comes out short (the file size limit stands in for a full disk): the program fails,
