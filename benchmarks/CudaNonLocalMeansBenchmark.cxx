@@ -114,9 +114,9 @@ Benchmark(const Options & o)
   if (mask)
   {
     const auto * m = mask->GetBufferPointer();
-    maskShare =
-      static_cast<double>(std::count_if(m, m + region.GetNumberOfPixels(), [](unsigned char v) { return v != 0; })) /
-      voxels;
+    maskShare = static_cast<double>(std::count_if(
+                  m, m + mask->GetBufferedRegion().GetNumberOfPixels(), [](unsigned char v) { return v != 0; })) /
+                voxels;
   }
   json << ", \"rician\": " << (o.rician ? "true" : "false") << ", \"mask_share\": " << maskShare
        << ", \"noise_map\": " << (noiseSigma ? "true" : "false") << ", \"classic\": " << (o.classic ? "true" : "false");

@@ -23,6 +23,7 @@
 #include "itkDefaultConvertPixelTraits.h"
 #include "itkImageRegionConstIterator.h"
 #include "itkImageRegionIterator.h"
+#include "itkImageRegionConstIteratorWithIndex.h"
 #include "itkImage.h"
 
 #include <algorithm>
@@ -139,10 +140,14 @@ MaskBytes(const ImageBase<VDimension> * mask, const ImageRegion<VDimension> & re
   return ReadMask(mask, region, out) ? out.data() : nullptr;
 }
 
-/** The noise map's pixels over `region` as doubles when it is an itk::Image of TPixel. */
+/** The noise map as doubles, dense over `layout` (the input's buffered region), when it is an
+ * itk::Image of TPixel: its pixels over `region` (inside `layout`), 0 elsewhere. */
 template <typename TPixel, unsigned int VDimension>
 bool
-ReadNoiseSigmaAs(const ImageBase<VDimension> * base, const ImageRegion<VDimension> & region, std::vector<double> & out)
+ReadNoiseSigmaAs(const ImageBase<VDimension> *   base,
+                 const ImageRegion<VDimension> & region,
+                 const ImageRegion<VDimension> & layout,
+                 std::vector<double> &           out)
 {
   using ImageType = Image<TPixel, VDimension>;
   const auto * image = dynamic_cast<const ImageType *>(base);
@@ -150,12 +155,17 @@ ReadNoiseSigmaAs(const ImageBase<VDimension> * base, const ImageRegion<VDimensio
   {
     return false;
   }
-  out.resize(region.GetNumberOfPixels());
-  size_t                              i = 0;
-  ImageRegionConstIterator<ImageType> it(image, region);
+  out.assign(layout.GetNumberOfPixels(), 0.0);
+  ImageRegionConstIteratorWithIndex<ImageType> it(image, region);
   for (it.GoToBegin(); !it.IsAtEnd(); ++it)
   {
-    out[i++] = static_cast<double>(it.Get());
+    size_t offset = 0, stride = 1; // of the pixel in `layout`, axis 0 fastest
+    for (unsigned int a = 0; a < VDimension; ++a)
+    {
+      offset += static_cast<size_t>(it.GetIndex()[a] - layout.GetIndex(a)) * stride;
+      stride *= layout.GetSize(a);
+    }
+    out[offset] = static_cast<double>(it.Get());
   }
   return true;
 }
@@ -457,14 +467,17 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GenerateData()
   std::vector<double> sigmaCopy;
   if (const NoiseSigmaImageType * sigma = this->GetNoiseSigmaImage())
   {
-    nlm_detail::VerifyBuffered(sigma, buffered, "NoiseSigmaImage");
+    // Every value the backends read lies in the input's requested region (reflections included);
+    // where the input buffers more, the rest of the map's buffer-sized copy is never read.
+    const InputImageRegionType & needed = input->GetRequestedRegion();
+    nlm_detail::VerifyBuffered(sigma, needed, "NoiseSigmaImage");
     const auto * doubles = dynamic_cast<const Image<double, ImageDimension> *>(sigma);
     if (doubles != nullptr && doubles->GetBufferedRegion() == buffered)
     {
       problem.NoiseSigma = doubles->GetBufferPointer(); // in place
     }
-    else if (!nlm_detail::ReadNoiseSigmaAs<double>(sigma, buffered, sigmaCopy) &&
-             !nlm_detail::ReadNoiseSigmaAs<float>(sigma, buffered, sigmaCopy))
+    else if (!nlm_detail::ReadNoiseSigmaAs<double>(sigma, needed, buffered, sigmaCopy) &&
+             !nlm_detail::ReadNoiseSigmaAs<float>(sigma, needed, buffered, sigmaCopy))
     {
       itkExceptionMacro("NoiseSigmaImage is a " << sigma->GetNameOfClass()
                                                 << " whose pixel type is not supported; give an itk::Image of float "

@@ -58,6 +58,7 @@ VerifyNoiseSigmaValues(const NonLocalMeansBackend::Problem & p)
     {
       itkGenericExceptionMacro("The noise map (NoiseSigmaImage) holds "
                                << sigma << " at pixel " << InputIndexOf(p, i)
+                               << " (counted from the image's first pixel)"
                                << "; give a noise standard deviation that is finite and 0 or more at every pixel.");
     }
     largest = std::max(largest, sigma);
@@ -189,8 +190,8 @@ NonLocalMeansBackend::VerifyProblem(const Problem & p)
   {
     itkGenericExceptionMacro("The image has no components per pixel; give it at least one.");
   }
-  VerifyParameters(p.PatchSize, p.PatchDistance, p.H, p.Sigma);
-  VerifyPerAxis(p);
+  VerifyPerAxis(p); // before PatchSize and PatchDistance, which then hold the largest radii
+  VerifyParameters(p.PerAxis ? 1 : p.PatchSize, p.PerAxis ? 0 : p.PatchDistance, p.H, p.Sigma);
   const double norm = Normalization(p);
   double       boxTerms = static_cast<double>(p.Components);
   for (unsigned int a = 0; a < p.Dimension; ++a)

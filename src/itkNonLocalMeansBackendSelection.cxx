@@ -117,7 +117,7 @@ NonLocalMeansBackendSelection::Compute(const Problem &     problem,
   if (requested != BackendEnum::CPU)
   {
     outcome.Statistics.CPUFallbackReason = whyCPU;
-    outcome.WarnAboutFallback = problem.FastMode && ClaimCPUFallbackWarning(whyCPU);
+    outcome.WarnAboutFallback = ClaimCPUFallbackWarning(whyCPU);
   }
   return outcome;
 }

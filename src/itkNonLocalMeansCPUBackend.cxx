@@ -828,8 +828,9 @@ RequiredBytes(const NonLocalMeansBackend::Problem & p)
   {
     shifts *= 2.0 * NonLocalMeansBackend::PatchDistanceAlong(p, a) + 1.0;
   }
-  const bool slowFloat = !p.FastMode && p.InputType == ElementType::Float32;
-  return padded * (slowFloat ? sizeof(float) : sizeof(double)) +
+  const bool   slowFloat = !p.FastMode && p.InputType == ElementType::Float32;
+  const double noiseMap = (p.NoiseSigma != nullptr) ? padded / p.Components * sizeof(double) : 0.0; // padded sigma^2
+  return padded * (slowFloat ? sizeof(float) : sizeof(double)) + noiseMap +
          (p.FastMode ? cells * (p.Components + 1.0) * sizeof(double) + shifts * sizeof(Shift) : 0.0);
 }
 

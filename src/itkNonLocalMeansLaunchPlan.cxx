@@ -297,6 +297,7 @@ ChooseTiledShape(const Problem &         p,
   if (!std::isfinite(bestCost))
   {
     itkGenericExceptionMacro("PatchSize " << p.PatchSize << " with PatchDistance " << p.PatchDistance
+                                          << (base.IsAnisotropic() ? " (the largest of the per-axis radii' sizes)" : "")
                                           << " needs more shared memory per block than this GPU offers ("
                                           << limits.SharedPerBlockOptIn << " bytes) in " << p.Dimension
                                           << "D; use a smaller PatchDistance or the CPU backend.");

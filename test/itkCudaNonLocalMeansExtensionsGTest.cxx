@@ -25,6 +25,7 @@
 
 #include "itkCudaNonLocalMeansImageFilter.h"
 #include "itkCudaNonLocalMeansTestUtilities.h"
+#include "itkCastImageFilter.h"
 #include "itkGTest.h"
 #include "itkImageRegionIteratorWithIndex.h"
 #include "itkStreamingImageFilter.h"
@@ -374,4 +375,37 @@ TEST(CudaNonLocalMeansExtensions, PerAxisRadiiReduceToTheIsotropicParametersAndF
     const std::string message = UpdateMessage(filter.GetPointer());
     EXPECT_NE(message.find("fast mode only"), std::string::npos) << message;
   }
+}
+
+TEST(CudaNonLocalMeansExtensions, AStreamedNoiseMapFromAPipelineCoversWhatTheOutputNeeds)
+{
+  // The input is buffered whole, the map comes from a filter that produces only what is asked of
+  // it: streamed output equals the whole-image output with the map in memory, bit for bit.
+  using Image3 = itk::Image<float, 3>;
+  using Map3 = itk::Image<double, 3>;
+  const auto image = itk::nlm_test::MakeImage<Image3>({ { 21, 18, 26 } }, 1, 79);
+  auto       map = Map3::New();
+  map->SetRegions(image->GetLargestPossibleRegion());
+  map->Allocate();
+  for (itk::SizeValueType i = 0; i < image->GetLargestPossibleRegion().GetNumberOfPixels(); ++i)
+  {
+    map->GetBufferPointer()[i] = 0.01 * static_cast<double>(i % 11);
+  }
+  auto whole = MakeFilter<Image3>(image, 0.0);
+  whole->SetNoiseSigmaImage(map);
+  whole->SetNoiseModel(Filter<Image3>::NoiseModelEnum::Rician);
+  const auto expected = RunFilter<Image3>(whole);
+
+  auto cast = itk::CastImageFilter<Map3, Map3>::New(); // streams: produces only the requested region
+  cast->SetInput(map);
+  auto streamed = MakeFilter<Image3>(image, 0.0);
+  streamed->SetNoiseSigmaImage(cast->GetOutput());
+  streamed->SetNoiseModel(Filter<Image3>::NoiseModelEnum::Rician);
+  auto streamer = itk::StreamingImageFilter<Image3, Image3>::New();
+  streamer->SetInput(streamed->GetOutput());
+  streamer->SetNumberOfStreamDivisions(4);
+  streamer->Update();
+  EXPECT_LT(cast->GetOutput()->GetBufferedRegion().GetNumberOfPixels(),
+            image->GetLargestPossibleRegion().GetNumberOfPixels()); // the map was streamed too
+  EXPECT_EQ(Differences<Image3>(expected, streamer->GetOutput(), "streamed map"), 0u);
 }
