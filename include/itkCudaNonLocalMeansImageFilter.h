@@ -163,7 +163,10 @@ public:
     this->Modified();
   }
   RadiusType
-  GetPatchRadius() const;
+  GetPatchRadius() const
+  {
+    return this->AxisRadii(false);
+  }
   void
   SetSearchRadius(const RadiusType & radius)
   {
@@ -172,7 +175,10 @@ public:
     this->Modified();
   }
   RadiusType
-  GetSearchRadius() const;
+  GetSearchRadius() const
+  {
+    return this->AxisRadii(true);
+  }
 
   /** Radii in physical units, opt-in: when greater than 0, the patch radius along axis a is
    * max(1, round(PhysicalPatchRadius / spacing[a])) voxels, and the search radius
@@ -312,6 +318,9 @@ private:
    * input's spacing. */
   void
   AxisParameters(int * patchSizes, int * distances) const; // ImageDimension values each
+  /** The patch radii (false) or the search radii (true) in use. */
+  RadiusType
+  AxisRadii(bool search) const;
 
   int              m_PatchSize{ 7 };
   int              m_PatchDistance{ 11 };

@@ -219,28 +219,14 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::AxisParameters(int * pa
 
 template <typename TInputImage, typename TOutputImage>
 auto
-CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GetPatchRadius() const -> RadiusType
+CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::AxisRadii(bool search) const -> RadiusType
 {
   int        sizes[ImageDimension], distances[ImageDimension];
   RadiusType radius;
   this->AxisParameters(sizes, distances);
   for (unsigned int a = 0; a < ImageDimension; ++a)
   {
-    radius[a] = static_cast<SizeValueType>(sizes[a] / 2);
-  }
-  return radius;
-}
-
-template <typename TInputImage, typename TOutputImage>
-auto
-CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::GetSearchRadius() const -> RadiusType
-{
-  int        sizes[ImageDimension], distances[ImageDimension];
-  RadiusType radius;
-  this->AxisParameters(sizes, distances);
-  for (unsigned int a = 0; a < ImageDimension; ++a)
-  {
-    radius[a] = static_cast<SizeValueType>(distances[a]);
+    radius[a] = static_cast<SizeValueType>(search ? distances[a] : sizes[a] / 2);
   }
   return radius;
 }

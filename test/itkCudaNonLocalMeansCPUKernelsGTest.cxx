@@ -386,46 +386,14 @@ TEST(CudaNonLocalMeansCPUKernels, EveryTargetEqualsTheContractsDirectSumsBitForB
 
 namespace
 {
-/** A noise map on an image's grid: values in [0, top), some exactly 0. */
-template <unsigned int VDimension>
-typename itk::Image<double, VDimension>::Pointer
-MakeNoiseMap(const itk::ImageBase<VDimension> * like, unsigned int seed, double top)
-{
-  auto map = itk::Image<double, VDimension>::New();
-  map->SetRegions(like->GetLargestPossibleRegion());
-  map->Allocate();
-  std::mt19937                                             engine(seed);
-  std::uniform_real_distribution<double>                   uniform(0.0, top);
-  itk::ImageRegionIterator<itk::Image<double, VDimension>> it(map, map->GetLargestPossibleRegion());
-  for (unsigned int i = 0; !it.IsAtEnd(); ++it, ++i)
-  {
-    it.Set(i % 7 == 3 ? 0.0 : uniform(engine));
-  }
-  return map;
-}
+using itk::nlm_test::MakeNoiseMap;
 
-/** A mask on an image's grid: a ball around the centre plus a few scattered pixels. */
+/** The tests' mask: a ball of 0.3 of the extent and about one pixel in 13 elsewhere, holding 7. */
 template <unsigned int VDimension>
 typename itk::Image<unsigned char, VDimension>::Pointer
 MakeMask(const itk::ImageBase<VDimension> * like, unsigned int seed)
 {
-  auto mask = itk::Image<unsigned char, VDimension>::New();
-  mask->SetRegions(like->GetLargestPossibleRegion());
-  mask->Allocate();
-  const auto   size = like->GetLargestPossibleRegion().GetSize();
-  std::mt19937 engine(seed);
-  itk::ImageRegionIteratorWithIndex<itk::Image<unsigned char, VDimension>> it(mask, mask->GetLargestPossibleRegion());
-  for (; !it.IsAtEnd(); ++it)
-  {
-    double r2 = 0.0;
-    for (unsigned int a = 0; a < VDimension; ++a)
-    {
-      const double u = (static_cast<double>(it.GetIndex()[a]) + 0.5) / static_cast<double>(size[a]) - 0.5;
-      r2 += u * u;
-    }
-    it.Set((r2 < 0.09 || engine() % 13 == 0) ? 7 : 0);
-  }
-  return mask;
+  return itk::nlm_test::MakeMask<VDimension>(like, 0.3, 13, seed, 7);
 }
 } // namespace
 

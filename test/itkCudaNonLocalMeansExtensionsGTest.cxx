@@ -81,28 +81,6 @@ Constant(const itk::ImageBase<VDimension> * like, TPixel value)
   return image;
 }
 
-/** A mask of `like`'s grid: 1 inside a ball of radius `radius` (a share of the extent) around the
- * centre, 0 elsewhere. */
-template <typename TPixel, unsigned int VDimension>
-typename itk::Image<TPixel, VDimension>::Pointer
-Ball(const itk::ImageBase<VDimension> * like, double radius)
-{
-  auto                                                              mask = Constant<TPixel, VDimension>(like, TPixel{});
-  const auto                                                        size = like->GetLargestPossibleRegion().GetSize();
-  itk::ImageRegionIteratorWithIndex<itk::Image<TPixel, VDimension>> it(mask, mask->GetLargestPossibleRegion());
-  for (; !it.IsAtEnd(); ++it)
-  {
-    double r2 = 0.0;
-    for (unsigned int a = 0; a < VDimension; ++a)
-    {
-      const double u = (static_cast<double>(it.GetIndex()[a]) + 0.5) / static_cast<double>(size[a]) - 0.5;
-      r2 += u * u;
-    }
-    it.Set(r2 < radius * radius ? TPixel(1) : TPixel{});
-  }
-  return mask;
-}
-
 template <typename TImage>
 itk::SizeValueType
 Differences(const TImage * a, const TImage * b, const std::string & what)
@@ -180,7 +158,7 @@ TEST(CudaNonLocalMeansExtensions, AFullMaskGivesTheUnmaskedOutputAndAPartialOneK
     EXPECT_EQ(Differences<Image3>(reference, RunFilter<Image3>(full), "full mask"), 0u) << "fast mode " << fast;
 
     auto       partial = MakeFilter<Image3>(image, 0.02, fast);
-    const auto ball = Ball<unsigned char, 3>(image, 0.3);
+    const auto ball = itk::nlm_test::MakeMask<3>(image, 0.3, 0, 0, 1);
     partial->SetMaskImage(ball);
     auto streamer = itk::StreamingImageFilter<Image3, Image3>::New();
     streamer->SetInput(partial->GetOutput());

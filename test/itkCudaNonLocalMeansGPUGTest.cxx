@@ -303,48 +303,6 @@ TEST(CudaNonLocalMeansGPU, EqualsTheCPUBackendBitwiseIn4D)
 
 namespace
 {
-/** A noise map on an image's grid: values in [0, top), every seventh exactly 0. */
-template <unsigned int VDimension>
-itk::DataObject::ConstPointer
-NoiseMap(const itk::ImageBase<VDimension> * like, unsigned int seed, double top)
-{
-  auto map = itk::Image<double, VDimension>::New();
-  map->SetRegions(like->GetLargestPossibleRegion());
-  map->Allocate();
-  std::mt19937                                             engine(seed);
-  std::uniform_real_distribution<double>                   uniform(0.0, top);
-  itk::ImageRegionIterator<itk::Image<double, VDimension>> it(map, map->GetLargestPossibleRegion());
-  for (unsigned int i = 0; !it.IsAtEnd(); ++it, ++i)
-  {
-    it.Set(i % 7 == 3 ? 0.0 : uniform(engine));
-  }
-  return map.GetPointer();
-}
-
-/** A mask on an image's grid: a ball of a third of the extent, and a few scattered pixels. */
-template <unsigned int VDimension>
-itk::DataObject::ConstPointer
-Mask(const itk::ImageBase<VDimension> * like, unsigned int seed)
-{
-  auto mask = itk::Image<unsigned char, VDimension>::New();
-  mask->SetRegions(like->GetLargestPossibleRegion());
-  mask->Allocate();
-  const auto   size = like->GetLargestPossibleRegion().GetSize();
-  std::mt19937 engine(seed);
-  itk::ImageRegionIteratorWithIndex<itk::Image<unsigned char, VDimension>> it(mask, mask->GetLargestPossibleRegion());
-  for (; !it.IsAtEnd(); ++it)
-  {
-    double r2 = 0.0;
-    for (unsigned int a = 0; a < VDimension; ++a)
-    {
-      const double u = (static_cast<double>(it.GetIndex()[a]) + 0.5) / static_cast<double>(size[a]) - 0.5;
-      r2 += u * u;
-    }
-    it.Set((r2 < 1.0 / 9.0 || engine() % 97 == 0) ? 1 : 0);
-  }
-  return mask.GetPointer();
-}
-
 /** p with the Rician model, a noise map and a mask as asked. */
 template <unsigned int VDimension>
 Params
@@ -353,11 +311,12 @@ With(Params p, const itk::ImageBase<VDimension> * image, bool rician, bool map, 
   p.rician = rician;
   if (map)
   {
-    p.noiseMap = NoiseMap<VDimension>(image, seed, 0.1);
+    p.noiseMap = itk::nlm_test::MakeNoiseMap<VDimension>(image, seed, 0.1).GetPointer();
   }
   if (mask)
   {
-    p.mask = Mask<VDimension>(image, seed + 1);
+    // A ball of a third of the extent, and about one pixel in 97 elsewhere.
+    p.mask = itk::nlm_test::MakeMask<VDimension>(image, 1.0 / 3.0, 97, seed + 1, 1).GetPointer();
   }
   return p;
 }

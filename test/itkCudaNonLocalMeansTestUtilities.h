@@ -25,6 +25,8 @@
 #include "itkImageDuplicator.h"
 #include "itkImageRegionConstIterator.h"
 #include "itkImageRegionIterator.h"
+#include "itkImageRegionIteratorWithIndex.h"
+#include "itkImage.h"
 #include "itkNumericTraits.h"
 
 #include <cmath>
@@ -228,6 +230,57 @@ CheckProgressAndAbort(TFilter * filter, size_t minimumEvents, TCheck && check)
         "after an abort the next Update computes again and gives the complete output");
   check(update() && data.progress.back() == 1.0f, "runs to the end again after an abort");
   filter->RemoveObserver(tag);
+}
+
+/** A noise map on the grid of `like`: values in [0, top) from `seed`, every seventh exactly 0. */
+template <unsigned int VDimension>
+typename Image<double, VDimension>::Pointer
+MakeNoiseMap(const ImageBase<VDimension> * like, unsigned int seed, double top)
+{
+  auto map = Image<double, VDimension>::New();
+  map->CopyInformation(like);
+  map->SetRegions(like->GetLargestPossibleRegion());
+  map->Allocate();
+  std::mt19937                                   engine(seed);
+  std::uniform_real_distribution<double>         uniform(0.0, top);
+  ImageRegionIterator<Image<double, VDimension>> it(map, map->GetLargestPossibleRegion());
+  for (unsigned int i = 0; !it.IsAtEnd(); ++it, ++i)
+  {
+    it.Set(i % 7 == 3 ? 0.0 : uniform(engine));
+  }
+  return map;
+}
+
+/** A mask on the grid of `like`: `value` inside a ball of `radius` (a share of each extent) around
+ * the centre and, with `scatter` > 0, at about one pixel in `scatter` elsewhere (from `seed`); 0 at
+ * the others. */
+template <unsigned int VDimension>
+typename Image<unsigned char, VDimension>::Pointer
+MakeMask(const ImageBase<VDimension> * like,
+         double                        radius,
+         unsigned int                  scatter,
+         unsigned int                  seed,
+         unsigned char                 value)
+{
+  auto mask = Image<unsigned char, VDimension>::New();
+  mask->CopyInformation(like);
+  mask->SetRegions(like->GetLargestPossibleRegion());
+  mask->Allocate();
+  const auto                                                     size = like->GetLargestPossibleRegion().GetSize();
+  std::mt19937                                                   engine(seed);
+  ImageRegionIteratorWithIndex<Image<unsigned char, VDimension>> it(mask, mask->GetLargestPossibleRegion());
+  for (; !it.IsAtEnd(); ++it)
+  {
+    double r2 = 0.0;
+    for (unsigned int a = 0; a < VDimension; ++a)
+    {
+      const double u = (static_cast<double>(it.GetIndex()[a]) + 0.5) / static_cast<double>(size[a]) - 0.5;
+      r2 += u * u;
+    }
+    const bool scattered = scatter > 0 && engine() % scatter == 0;
+    it.Set((r2 < radius * radius || scattered) ? value : 0);
+  }
+  return mask;
 }
 
 } // namespace nlm_test
