@@ -561,16 +561,16 @@ private:
     const int        lanes = m_Kernels.Lanes;
     const int        last = m_L.n - 1;
     const Int        slabCells = x.B[last];
-    const Int        weightSlabs = std::abs(t[last]) + 1; // the ring of W slabs (cpu::ShiftJob)
+    const Int        weightSlabs = std::abs(t[last]) + 2; // the ring of W slabs (cpu::ShiftJob)
     const Int        weightCells = slabCells * weightSlabs;
-    const Int        ringCells = slabCells * (m_S[last] - 1);
+    const Int        ringCells = slabCells * m_S[last]; // Window + 1 D slabs
     const Int        rowLength = cpu::RoundUp(cpu::RoundUp(x.Wlen[0], lanes) + m_S[0] - 2, lanes);
     const size_t     need = static_cast<size_t>(weightCells + ringCells + rowLength + cpu::MaximumLanes); // + alignment
     if (buffer.size() < need)
     {
       buffer.resize(need);
     }
-    slots.resize(static_cast<size_t>(std::max(1, m_S[last] - 1)));
+    slots.resize(static_cast<size_t>(m_S[last]));
     const int     K = m_L.K;
     cpu::ShiftJob job;
     job.Dimension = m_L.n;

@@ -71,8 +71,8 @@ struct ShiftJob
   std::int64_t    Stride[4]{ 1, 1, 1, 1 };
   double *        Weights{ nullptr };
   double *        Row{ nullptr };       // scratch row (RoundUp above)
-  double *        Ring{ nullptr };      // scratch of Window * Stride[Dimension - 1] doubles
-  const double ** RingSlots{ nullptr }; // scratch of Window pointers
+  double *        Ring{ nullptr };      // scratch of (Window + 1) * Stride[Dimension - 1] doubles
+  const double ** RingSlots{ nullptr }; // scratch of Window + 1 pointers
 
   // The padded input Y (values, K per cell): its strides, Y at the D box's first cell, the shift.
   std::int64_t   YStride[4]{ 1, 1, 1, 1 };
@@ -93,7 +93,7 @@ struct ShiftJob
   // The chunk: its extents; where its first cell's weight w(x, t) is in a W slab (CentreWeight)
   // and in which W slab (CentreSlab, = max(t_last, 0)); the same for w(x - t, t): the offset
   // TargetWeightOffset from there within a slab and TargetSlab (= max(-t_last, 0)); Y at its first
-  // cell, and its accumulators. Weights is a ring of WeightSlabs (|t_last| + 1) W slabs.
+  // cell, and its accumulators. Weights is a ring of WeightSlabs (|t_last| + 2) W slabs.
   std::int64_t   ChunkSize[4]{ 1, 1, 1, 1 };
   std::int64_t   CentreWeight{ 0 };
   std::int64_t   TargetWeightOffset{ 0 };

@@ -32,6 +32,12 @@
 // Only its constants are used by the vector targets (its functions are scalar and inline).
 #include "itkNonLocalMeansNumerics.h"
 
+#include <utility>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#  include <immintrin.h>
+#endif
+
 namespace itk
 {
 namespace nlm
@@ -116,6 +122,43 @@ Select(VU64 mask, V a, V b)
   return (V)((mask & (VU64)a) | (~mask & (VU64)b));
 }
 
+#  if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#    define NLM_LANE_SHUFFLES 1
+/** The vector of lanes J, J + 1, ..., J + Lanes - 1 of the pair (a, b): the cells J further along
+ * axis 0 (0 < J < Lanes). */
+template <int J, std::size_t... I>
+inline V
+LanesFrom(V a, V b, std::index_sequence<I...>)
+{
+  return __builtin_shufflevector(a, b, (static_cast<int>(I) + J)...);
+}
+
+/** Term j of a window sum whose first term is lane 0 of d[0]: the cells j further along axis 0. */
+template <int J, std::size_t M>
+inline V
+WindowTerm(const V (&d)[M])
+{
+  if constexpr (J % Lanes == 0)
+  {
+    return d[J / Lanes];
+  }
+  else
+  {
+    return LanesFrom<J % Lanes>(d[J / Lanes], d[J / Lanes + 1], std::make_index_sequence<Lanes>{});
+  }
+}
+
+/** d[0][0] + d(1) + ... + d(TWindow - 1), left to right, on each lane (d(j): WindowTerm<j>). */
+template <int TWindow, std::size_t M, int... J>
+inline V
+LaneWindowSum(const V (&d)[M], std::integer_sequence<int, J...>)
+{
+  V acc = d[0];
+  ((acc = acc + WindowTerm<J + 1>(d)), ...);
+  return acc;
+}
+#  endif
+
 /** nlm::FastModeWeight on every lane, bit for bit (doc/numerical-contract.md, section 3b):
  * dist = CythonMax(raw, 0) / norm and the cutoff as written; the truncation of p = kExpA * -dist
  * toward zero is ceil(p) (p <= 0), taken as the nearest integer (adding and subtracting 1.5 * 2^52,
@@ -140,6 +183,34 @@ WeightParametersOf(double norm, double alpha) // alpha: 0.5 or 1.0
   return WeightParameters{ Splat(norm), Splat(kMagic + kExpBC - (alpha == 0.5 ? 1048576.0 : 0.0)) };
 }
 
+#  if defined(__AVX512F__) && NLM_LANES == 8
+/** The same weight with AVX-512's maximum (whose operand order is Cython's M(raw, 0)) and rounding
+ * toward +infinity (the ceiling, exact), and the cutoff as a zeroing mask. */
+inline V
+Weight(V raw, WeightParameters w)
+{
+  const __m512d  zero = _mm512_setzero_pd();
+  const __m512d  dist = _mm512_div_pd(_mm512_max_pd(zero, (__m512d)raw), (__m512d)w.Norm);
+  const __m512d  p = _mm512_mul_pd(_mm512_set1_pd(-kExpA), dist);
+  const __m512d  c = _mm512_roundscale_pd(p, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+  const __m512i  fe = _mm512_slli_epi64(_mm512_castpd_si512(_mm512_add_pd(c, (__m512d)w.Offset)), 32);
+  const __mmask8 kept = _mm512_cmp_pd_mask(dist, _mm512_set1_pd(kDistanceCutoff), _CMP_NGT_UQ);
+  return (V)_mm512_maskz_mov_pd(kept, _mm512_castsi512_pd(fe));
+}
+#  elif defined(__AVX2__) && NLM_LANES == 4
+/** The same weight with AVX's maximum (Cython's operand order) and rounding toward +infinity. */
+inline V
+Weight(V raw, WeightParameters w)
+{
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d dist = _mm256_div_pd(_mm256_max_pd(zero, (__m256d)raw), (__m256d)w.Norm);
+  const __m256d p = _mm256_mul_pd(_mm256_set1_pd(-kExpA), dist);
+  const __m256d c = _mm256_round_pd(p, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+  const __m256i fe = _mm256_slli_epi64(_mm256_castpd_si256(_mm256_add_pd(c, (__m256d)w.Offset)), 32);
+  const __m256d kept = _mm256_cmp_pd(dist, _mm256_set1_pd(kDistanceCutoff), _CMP_NGT_UQ);
+  return (V)_mm256_and_pd(kept, _mm256_castsi256_pd(fe));
+}
+#  else
 inline V
 Weight(V raw, WeightParameters w)
 {
@@ -151,14 +222,8 @@ Weight(V raw, WeightParameters w)
   const V fe = (V)(((VU64)(c + w.Offset)) << 32);
   return Select((VU64)(dist > Splat(kDistanceCutoff)), zero, fe);
 }
+#  endif
 #endif
-
-/** a modulo n for a in [-n, 2n). */
-inline Int
-Wrapped(Int a, Int n)
-{
-  return (a >= n) ? a - n : ((a < 0) ? a + n : a);
-}
 
 /** p[0] + p[step] + ... + p[(window - 1) step], left to right, on each lane. TWindow is the window
  * when it is a compile-time constant (the loop is then unrolled), 0 otherwise. */
@@ -237,6 +302,36 @@ PatchTermsWithNoiseMap(const ShiftJob & j,
   }
 }
 
+#if defined(NLM_LANE_SHUFFLES)
+/** The patch terms D(y) = (Y(y) - Y(y + t))^2 - noise of one row (one component, no noise map) and
+ * their window sums along axis 0 into w[0, w0), the sums' later terms taken from the next vectors'
+ * lanes instead of from memory: the same terms in the same order as WindowSum over a row of terms. */
+template <int TWindow>
+inline void
+RowSumsByLanes(const double * y, const double * yt, V noise, Int w0, double * w)
+{
+  constexpr std::size_t M = 1 + (TWindow - 1 + Lanes - 1) / Lanes; // vectors one sum reaches
+  V                     d[M];
+  const auto            term = [&](Int i) {
+    const V diff = Load(y + i) - Load(yt + i);
+    return diff * diff - noise;
+  };
+  for (std::size_t m = 0; m + 1 < M; ++m)
+  {
+    d[m] = term(static_cast<Int>(m) * Lanes);
+  }
+  for (Int i = 0; i < w0; i += Lanes)
+  {
+    d[M - 1] = term(i + static_cast<Int>(M - 1) * Lanes);
+    Store(w + i, LaneWindowSum<TWindow>(d, std::make_integer_sequence<int, TWindow - 1>{}));
+    for (std::size_t m = 0; m + 1 < M; ++m)
+    {
+      d[m] = d[m + 1];
+    }
+  }
+}
+#endif
+
 /** 1. For every row of slab z of the D box (index z on its last axis): D(y) = sum_k (Y_k(y) -
  * Y_k(y + t))^2 - noise into job.Row, then its window sums along axis 0 into `slab` (laid out as
  * one slab of the weight buffer). Whole vectors: the padding lanes compute values never used. */
@@ -263,6 +358,13 @@ PatchTermsAndRowSums(const ShiftJob & j, Int z, double * slab)
     }
     else if (K == 1)
     {
+#if defined(NLM_LANE_SHUFFLES)
+      if constexpr (TWindow > 1)
+      {
+        RowSumsByLanes<TWindow>(y, yt, noise, w0, slab + out);
+        return;
+      }
+#endif
       for (Int i = 0; i < n0; i += Lanes)
       {
         const V diff = Load(y + i) - Load(yt + i);
@@ -312,35 +414,47 @@ MiddleAxesSums(const ShiftJob & j, double * slab)
   }
 }
 
-/** 3. The last axis's window sums over the Window slabs in j.RingSlots (in order), as the weights
- * of one slab of the W box. */
+/** 3. The last axis's window sums as the weights of `count` (1 or 2) consecutive slabs of the W
+ * box: W slab q's sum runs over the D slabs at slots[q], ..., slots[q + Window - 1], in order. Two
+ * slabs share the loads of their common D slabs. */
 template <int TWindow>
 void
-WeightsOfSlab(const ShiftJob & j, double * weights)
+WeightsOfSlabs(const ShiftJob & j, const double * const * slots, int count, double * first, double * second)
 {
   Int extent[4];
   OneWSlab(j, extent);
   const int              window = (TWindow > 0) ? TWindow : j.Windows[j.Dimension - 1];
   const WeightParameters weight = WeightParametersOf(j.Norm, j.Alpha);
-  const double *         fixed[(TWindow > 0) ? TWindow : 1]; // the slots, in registers when TWindow > 0
-  const double * const * slots = j.RingSlots;
-  if (TWindow > 0)
+  if (count == 1)
   {
-    for (int s = 0; s < window; ++s)
-    {
-      fixed[s] = j.RingSlots[s];
-    }
-    slots = fixed;
+    ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
+      for (Int i = 0; i < extent[0]; i += Lanes)
+      {
+        V acc = Load(slots[0] + offset + i);
+        for (int s = 1; s < window; ++s)
+        {
+          acc = acc + Load(slots[s] + offset + i);
+        }
+        Store(first + offset + i, Weight(acc, weight));
+      }
+    });
+    return;
   }
   ForRows(extent, j.Stride, [&](Int offset, Int, Int, Int) {
     for (Int i = 0; i < extent[0]; i += Lanes)
     {
-      V acc = Load(slots[0] + offset + i);
-      for (int s = 1; s < window; ++s)
+      V acc0 = Load(slots[0] + offset + i);
+      V acc1 = Load(slots[1] + offset + i);
+      acc0 = acc0 + acc1;
+      for (int s = 2; s < window; ++s)
       {
-        acc = acc + Load(slots[s] + offset + i);
+        const V term = Load(slots[s] + offset + i);
+        acc0 = acc0 + term;
+        acc1 = acc1 + term;
       }
-      Store(weights + offset + i, Weight(acc, weight));
+      acc1 = acc1 + Load(slots[window] + offset + i);
+      Store(first + offset + i, Weight(acc0, weight));
+      Store(second + offset + i, Weight(acc1, weight));
     }
   });
 }
@@ -440,10 +554,11 @@ GatherSlab(const ShiftJob * jobs, int count, Int i, const double * const * centr
 
 /** Up to MaximumBatch consecutive shifts with the same last component over one chunk, slab by slab
  * along the last axis: for each shift, each slab of its D box is summed along every other axis
- * into a ring of Window slabs; the last axis's sums over the ring give a W slab of weights, kept in
- * a ring of WeightSlabs (|t_last| + 1) slabs; as soon as a chunk slab's weight slabs are there, its
- * cells receive the terms of all the shifts. Neither the D box nor the W box is stored whole, so
- * every pass works on cache-sized data whatever the chunk's size. */
+ * into a ring of RingSlabs (Window + 1) slabs; the last axis's sums over the ring give the W slabs
+ * of weights, two at a time where two are due, kept in a ring of WeightSlabs (|t_last| + 2) slabs;
+ * as soon as a chunk slab's weight slabs are there, its cells receive the terms of all the shifts.
+ * Neither the D box nor the W box is stored whole, so every pass works on cache-sized data
+ * whatever the chunk's size. */
 template <int TWindow, bool TSquare>
 void
 ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
@@ -467,46 +582,49 @@ ProcessShiftsWithWindow(const ShiftJob * jobs, int count)
     return;
   }
   const Int window = j.Windows[last];
-  const Int slabs = j.WeightSlabs; // reach + 1
-  Int       zSlot = 0;             // z % window: the ring slot of D slab z
-  Int       kSlot = 0;             // k % slabs: the weight ring slot of W slab k
-  for (Int z = 0; z < j.DSize[last]; ++z)
+  const Int ringSlabs = window + 1;
+  const Int slabs = j.WeightSlabs; // reach + 2
+  const Int dSlabs = j.DSize[last];
+  for (Int z = 0; z < dSlabs;)
   {
-    const Int k = z - window + 1; // the W slab whose window ends at z
+    const Int k = z - window + 1;                        // the first W slab due once D slab z is there
+    const int made = (k >= 0 && z + 1 < dSlabs) ? 2 : 1; // D slabs (and W slabs) made in this step
     for (int s = 0; s < count; ++s)
     {
       const ShiftJob & js = jobs[s];
       const Int        slabCells = js.Stride[last];
-      double *         slab = js.Ring + zSlot * slabCells;
-      PatchTermsAndRowSums<TWindow>(js, z, slab);
-      MiddleAxesSums<TWindow>(js, slab);
+      for (int q = 0; q < made; ++q)
+      {
+        double * slab = js.Ring + ((z + q) % ringSlabs) * slabCells;
+        PatchTermsAndRowSums<TWindow>(js, z + q, slab);
+        MiddleAxesSums<TWindow>(js, slab);
+      }
       if (k >= 0)
       {
-        const Int first = Wrapped(zSlot + 1, window); // D slab k's slot
-        for (Int w = 0; w < window; ++w)
+        for (Int w = 0; w < window + made - 1; ++w)
         {
-          js.RingSlots[w] = js.Ring + Wrapped(first + w, window) * slabCells;
+          js.RingSlots[w] = js.Ring + ((k + w) % ringSlabs) * slabCells;
         }
-        WeightsOfSlab<TWindow>(js, js.Weights + kSlot * slabCells);
+        WeightsOfSlabs<TWindow>(
+          js, js.RingSlots, made, js.Weights + (k % slabs) * slabCells, js.Weights + ((k + 1) % slabs) * slabCells);
       }
     }
-    const Int i = k - reach; // the chunk slab whose weights are all there now
-    if (k >= 0 && i >= 0)
+    for (int q = 0; k >= 0 && q < made; ++q)
     {
-      // W slab i + CentreSlab is k when CentreSlab is the reach, else i = k - reach, k + 1 modulo slabs.
+      const Int i = k + q - reach; // the chunk slab whose weights are all there now
+      if (i < 0)
+      {
+        continue;
+      }
       for (int s = 0; s < count; ++s)
       {
         const Int slabCells = jobs[s].Stride[last];
-        centre[s] = jobs[s].Weights + (jobs[s].CentreSlab == reach ? kSlot : Wrapped(kSlot + 1, slabs)) * slabCells;
-        target[s] = jobs[s].Weights + (jobs[s].TargetSlab == reach ? kSlot : Wrapped(kSlot + 1, slabs)) * slabCells;
+        centre[s] = jobs[s].Weights + ((i + jobs[s].CentreSlab) % slabs) * slabCells;
+        target[s] = jobs[s].Weights + ((i + jobs[s].TargetSlab) % slabs) * slabCells;
       }
       GatherSlab<TSquare>(jobs, count, i, centre, target);
     }
-    zSlot = Wrapped(zSlot + 1, window);
-    if (k >= 0)
-    {
-      kSlot = Wrapped(kSlot + 1, slabs);
-    }
+    z += made;
   }
 }
 

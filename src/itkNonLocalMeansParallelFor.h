@@ -20,6 +20,7 @@
 
 #include "itkMultiThreaderBase.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -30,7 +31,11 @@ namespace itk
 namespace nlm
 {
 /** Runs `body(i)` for i in [0, count) on the threader, catching exceptions in the workers and
- * rethrowing the first one on the calling thread. */
+ * rethrowing the first one on the calling thread. One work unit per thread (at most `workUnits`
+ * and the threader's threads), each taking the next index until none is left: ITK's pool runs a
+ * work unit on the calling thread as well, so more work units than threads would put more
+ * runnable threads than cores on the indices (measured 1.3x slower on 2 cores), and fixed shares
+ * of the indices would leave threads idle when the indices differ in cost. */
 template <typename TBody>
 void
 ParallelFor(MultiThreaderBase * threader, unsigned int workUnits, std::int64_t count, TBody && body)
@@ -70,9 +75,18 @@ ParallelFor(MultiThreaderBase * threader, unsigned int workUnits, std::int64_t c
   }
   else
   {
+    const std::int64_t        threads = std::max(1u, std::min(workUnits, threader->GetMaximumNumberOfThreads()));
+    const std::int64_t        units = std::min(threads, count);
+    std::atomic<std::int64_t> next{ 0 };
+    const auto                unit = [&](SizeValueType) {
+      for (std::int64_t i = next++; i < count; i = next++)
+      {
+        guarded(static_cast<SizeValueType>(i));
+      }
+    };
     const unsigned int previous = threader->GetNumberOfWorkUnits();
-    threader->SetNumberOfWorkUnits(workUnits);
-    threader->ParallelizeArray(0, static_cast<SizeValueType>(count), guarded, nullptr);
+    threader->SetNumberOfWorkUnits(static_cast<unsigned int>(units));
+    threader->ParallelizeArray(0, static_cast<SizeValueType>(units), unit, nullptr);
     threader->SetNumberOfWorkUnits(previous);
   }
   if (firstError)
