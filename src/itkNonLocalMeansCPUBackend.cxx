@@ -40,6 +40,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 namespace itk
@@ -666,10 +667,21 @@ RicianCorrection(T mean, T bias)
   return std::sqrt((T(0) > v) ? T(0) : v);
 }
 
+/** The target's classic-mode kernel for the working type T (null: none), and its lanes. */
+void (*ClassicKernelOf(const cpu::Kernels & kernels, float *))(const cpu::ClassicRun<float> &)
+{
+  return kernels.ClassicFloat;
+}
+void (*ClassicKernelOf(const cpu::Kernels & kernels, double *))(const cpu::ClassicRun<double> &)
+{
+  return kernels.ClassicDouble;
+}
+
 template <typename T>
 void
 SolveSlowMode(const NonLocalMeansBackend::Problem & p,
               const Layout &                        L,
+              const cpu::Kernels &                  kernels,
               ProcessObject *                       caller,
               MultiThreaderBase *                   threader,
               unsigned int                          workUnits)
@@ -714,6 +726,24 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
   const Int  groups = std::max<Int>(1, std::min<Int>(rows, 50));
   const auto outStride = StridesOf(L.outSize);
   const Int  N0 = L.image[0], N1 = L.image[1], N2 = (n > 2) ? L.image[2] : 1;
+  const Int  centre = o * xs[0] + o * xs[1] + ((n > 2) ? o * xs[2] : 0); // a patch corner to its centre
+
+  const auto         classicKernel = ClassicKernelOf(kernels, static_cast<T *>(nullptr));
+  const Int          classicLanes = std::is_same<T, float>::value ? 2 * kernels.Lanes : kernels.Lanes;
+  cpu::ClassicRun<T> classicJob;
+  classicJob.X = X.data();
+  for (int a = 0; a < 3; ++a)
+  {
+    classicJob.Stride[a] = xs[static_cast<size_t>(a)];
+  }
+  classicJob.Kernel = kernel.data();
+  classicJob.PatchOffset = patchOffset.data();
+  classicJob.PatchSize = s;
+  classicJob.RowLength = static_cast<int>(rowLength);
+  classicJob.V = v;
+  classicJob.Square = rician;
+  classicJob.Distance = d;
+  classicJob.Centre = centre;
   for (Int g = 0; g < groups; ++g)
   {
     const Int first = g * rows / groups;
@@ -722,17 +752,18 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
       const Int      r = first + rr;
       const Int      o1 = r % L.outSize[1];
       const Int      o2 = r / L.outSize[1];
+      const Int      x1 = L.outStart[1] + o1, x2 = L.outStart[2] + o2;
       std::vector<T> nv(static_cast<size_t>(K));
-      for (Int o0 = 0; o0 < L.outSize[0]; ++o0)
-      {
-        const Int x0 = L.outStart[0] + o0, x1 = L.outStart[1] + o1, x2 = L.outStart[2] + o2;
+      // One pixel, scalar: candidates clipped to the image on every axis.
+      const auto pixel = [&](Int o0) {
+        const Int x0 = L.outStart[0] + o0;
         // X index of the patch corner (x - o) in local coordinates.
         const Int cx =
           (x0 - o - start[0]) * xs[0] + (x1 - o - start[1]) * xs[1] + ((n > 2) ? (x2 - o - start[2]) * xs[2] : 0);
         const Int oi = o0 + o1 * outStride[1] + o2 * outStride[2];
         if (p.Mask != nullptr && p.Mask[oi] == 0)
         {
-          continue; // nlm::KeepInputWhereMasked
+          return; // nlm::KeepInputWhereMasked
         }
         std::fill(nv.begin(), nv.end(), T(0));
         T         wsum = T(0);
@@ -774,7 +805,7 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
                 weight = static_cast<T>(nlm::FastExpX86(-m));
               }
               wsum = wsum + weight;
-              const T * xq = X.data() + K * (cq + o * xs[0] + o * xs[1] + ((n > 2) ? o * xs[2] : 0));
+              const T * xq = X.data() + K * (cq + centre);
               for (int k = 0; k < K; ++k)
               {
                 const T value = rician ? xq[k] * xq[k] : xq[k];
@@ -788,6 +819,44 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
           const T mean = nv[static_cast<size_t>(k)] / wsum;
           StoreOutput(p.Output, p.OutputType, K * oi + k, rician ? RicianCorrection(mean, v) : mean);
         }
+      };
+      // The pixels whose candidates are not clipped along axis 0 go through the target's vector
+      // kernel in whole vectors (one component): each lane does the loop above for its pixel.
+      const Int lo = std::min(std::max<Int>(0, d - L.outStart[0]), L.outSize[0]);
+      const Int hi = std::max(lo, std::min(L.outSize[0], N0 - d - L.outStart[0]));
+      const Int run = (classicKernel != nullptr && K == 1) ? (hi - lo) / classicLanes * classicLanes : 0;
+      for (Int o0 = 0; o0 < lo; ++o0)
+      {
+        pixel(o0);
+      }
+      if (run > 0)
+      {
+        std::vector<T>     sums(static_cast<size_t>(2 * run));
+        cpu::ClassicRun<T> job = classicJob;
+        const Int          x0 = L.outStart[0] + lo;
+        job.Corner = (x0 - o - start[0]) + (x1 - o - start[1]) * xs[1] + ((n > 2) ? (x2 - o - start[2]) * xs[2] : 0);
+        job.T1Lo = std::max<Int>(0, x1 - d) - x1;
+        job.T1Hi = std::min<Int>(N1 - 1, x1 + d) - x1;
+        job.T2Lo = (n > 2) ? std::max<Int>(0, x2 - d) - x2 : 0;
+        job.T2Hi = (n > 2) ? std::min<Int>(N2 - 1, x2 + d) - x2 : 0;
+        job.Count = run;
+        job.WeightSum = sums.data();
+        job.Result = sums.data() + run;
+        classicKernel(job);
+        for (Int i = 0; i < run; ++i)
+        {
+          const Int oi = (lo + i) + o1 * outStride[1] + o2 * outStride[2];
+          if (p.Mask != nullptr && p.Mask[oi] == 0)
+          {
+            continue; // nlm::KeepInputWhereMasked
+          }
+          const T mean = job.Result[i] / job.WeightSum[i];
+          StoreOutput(p.Output, p.OutputType, oi, rician ? RicianCorrection(mean, v) : mean);
+        }
+      }
+      for (Int o0 = lo + run; o0 < L.outSize[0]; ++o0)
+      {
+        pixel(o0);
       }
     });
     ThrowIfAborted(caller);
@@ -885,7 +954,7 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
   }
   else
   {
-    configuration << "classic mode, ";
+    configuration << "classic mode, " << kernels.Name << ", ";
   }
   configuration << numberOfWorkUnits << " work units";
   m_LastStatistics.Configuration = configuration.str();
@@ -904,11 +973,11 @@ NonLocalMeansCPUBackend::Run(const Problem &     problem,
   }
   else if (problem.InputType == ElementType::Float32)
   {
-    SolveSlowMode<float>(problem, L, caller, threader, numberOfWorkUnits);
+    SolveSlowMode<float>(problem, L, kernels, caller, threader, numberOfWorkUnits);
   }
   else
   {
-    SolveSlowMode<double>(problem, L, caller, threader, numberOfWorkUnits);
+    SolveSlowMode<double>(problem, L, kernels, caller, threader, numberOfWorkUnits);
   }
   nlm::KeepInputWhereMasked(problem, threader, numberOfWorkUnits);
   ReportProgress(caller, 1.0);

@@ -106,6 +106,30 @@ struct ShiftJob
   double *       Result{ nullptr };
 };
 
+/** Classic (slow) mode for a run of output pixels along axis 0 whose candidate windows are not
+ * clipped along axis 0 (contract section 3), one component, in the working type TReal: lane l of
+ * a vector is the pixel l further along axis 0, so each lane runs the scalar loop's operations in
+ * its order. X is the local reflect-padded copy of the input. */
+template <typename TReal>
+struct ClassicRun
+{
+  const TReal *        X{ nullptr };
+  std::int64_t         Stride[3]{ 1, 1, 1 };   // X's strides in cells (axis 0 first; Stride[0] is 1)
+  const TReal *        Kernel{ nullptr };      // wk over the patch, patch row a0 outermost
+  const std::int64_t * PatchOffset{ nullptr }; // the kernel's entries as cell offsets from a corner
+  int                  PatchSize{ 1 };         // rows a0 of the kernel
+  int                  RowLength{ 1 };         // entries per row
+  TReal                V{ 0 };                 // (T)(2 sigma^2)
+  bool                 Square{ false };        // Rician: values Y^2
+  int                  Distance{ 0 };          // the candidates' shifts along axis 0: -Distance ... Distance
+  std::int64_t         T1Lo{ 0 }, T1Hi{ 0 }, T2Lo{ 0 }, T2Hi{ 0 }; // along axes 1 and 2 (inclusive, clipped)
+  std::int64_t         Corner{ 0 };                                // X offset of the first pixel's patch corner (x - o)
+  std::int64_t         Centre{ 0 };                                // offset from a candidate's corner to its centre
+  std::int64_t         Count{ 0 };                                 // pixels, a multiple of ClassicLanes<TReal>
+  TReal *              WeightSum{ nullptr };                       // out: wsum per pixel
+  TReal *              Result{ nullptr };                          // out: nv per pixel
+};
+
 /** One SIMD target's kernels. */
 struct Kernels
 {
@@ -117,6 +141,10 @@ struct Kernels
   /** out[i] = nlm::FastModeWeight(raw[i], norm, alpha) for i < count (what ProcessShifts uses);
    * alpha is the contract's 0.5 or 1.0. */
   void (*Weights)(const double * raw, std::int64_t count, double norm, double alpha, double * out);
+  /** Classic mode over a run (null for the scalar target: the backend's own loop); the runs' pixel
+   * counts are multiples of ClassicFloatLanes and ClassicDoubleLanes (2 Lanes and Lanes). */
+  void (*ClassicFloat)(const ClassicRun<float> & run);
+  void (*ClassicDouble)(const ClassicRun<double> & run);
 };
 
 /** The targets this build has and this CPU can run, best first; "scalar" is always last. */

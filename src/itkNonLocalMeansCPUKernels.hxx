@@ -686,7 +686,174 @@ Weights(const double * raw, Int count, double norm, double alpha, double * out)
   }
 }
 
-const Kernels kKernels{ NLM_TARGET, NLM_LANES, &ProcessShifts, &Weights };
+#if NLM_LANES > 1
+// Classic mode (contract section 3): lanes are neighbouring pixels along axis 0.
+typedef float         VF __attribute__((vector_size(8 * NLM_LANES)));  // 2 Lanes floats
+typedef float         VFH __attribute__((vector_size(4 * NLM_LANES))); // Lanes floats
+typedef std::int32_t  VI32H __attribute__((vector_size(4 * NLM_LANES)));
+typedef std::uint32_t VU32H __attribute__((vector_size(4 * NLM_LANES)));
+
+/** The vector type of classic mode's working type. */
+template <typename TReal>
+struct ClassicVector;
+template <>
+struct ClassicVector<float>
+{
+  using Type = VF;
+};
+template <>
+struct ClassicVector<double>
+{
+  using Type = V;
+};
+
+template <typename TVector>
+inline TVector
+LoadAny(const void * p)
+{
+  TVector v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+template <typename TVector>
+inline void
+StoreAny(void * p, TVector v)
+{
+  __builtin_memcpy(p, &v, sizeof(v));
+}
+
+/** Whether every lane of a comparison's result is set. */
+template <typename TMask>
+inline bool
+AllSet(TMask mask)
+{
+  constexpr int n = sizeof(TMask) / sizeof(mask[0]);
+  bool          all = true;
+  for (int l = 0; l < n; ++l)
+  {
+    all = all && (mask[l] != 0);
+  }
+  return all;
+}
+
+/** nlm::FastExpX86 on every lane: truncation toward zero where kExpA * y is in the int32 range,
+ * INT32_MIN elsewhere (x86's cvttsd2si, NaN included), then the wrapping 32-bit addition. */
+inline V
+FastExpX86Lanes(V y)
+{
+  const V     p = Splat(kExpA) * y;
+  const auto  inRange = (p > Splat(-2147483649.0)) & (p < Splat(2147483648.0));
+  const V     safe = Select((VU64)inRange, p, Splat(0.0));
+  const VI32H truncated = __builtin_convertvector(safe, VI32H);
+  const VI32H inRange32 = __builtin_convertvector(inRange, VI32H);
+  const VI32H i = (inRange32 & truncated) | (~inRange32 & (VI32H)(VU32H{} + 0x80000000u));
+  const VU32H high = (VU32H)i + static_cast<std::uint32_t>(kExpBC);
+  return (V)(__builtin_convertvector(high, VU64) << 32);
+}
+
+/** The weight of lanes that were not cut: (T) fe_x86(-m) with m = dist > 0 ? (double)dist : +0.0. */
+inline V
+ClassicWeight(V dist)
+{
+  const V m = Select((VU64)(dist > Splat(0.0)), dist, Splat(0.0));
+  return FastExpX86Lanes(-m);
+}
+
+/** The same for float lanes: each half in double, rounded to float (static_cast<float>). */
+inline VF
+ClassicWeight(VF dist)
+{
+  VFH half[2];
+  __builtin_memcpy(half, &dist, sizeof(dist));
+  for (VFH & h : half)
+  {
+    h = __builtin_convertvector(ClassicWeight(__builtin_convertvector(h, V)), VFH);
+  }
+  VF weight;
+  __builtin_memcpy(&weight, half, sizeof(weight));
+  return weight;
+}
+
+/** a where mask is set, else b (masks from comparisons of TVector). */
+template <typename TVector, typename TMask>
+inline TVector
+Pick(TMask mask, TVector a, TVector b)
+{
+  return (TVector)((mask & (TMask)a) | (~mask & (TMask)b));
+}
+
+template <typename TReal>
+void
+Classic(const ClassicRun<TReal> & r)
+{
+  using VT = typename ClassicVector<TReal>::Type;
+  constexpr int W = sizeof(VT) / sizeof(TReal);
+  using VM = decltype(VT{} > VT{});
+  const VT zero = VT{} - VT{};
+  const VT five = zero + TReal(5);
+  const VT v = zero + r.V;
+  for (std::int64_t i = 0; i < r.Count; i += W)
+  {
+    const TReal * xc = r.X + r.Corner + i;
+    VT            wsum = zero;
+    VT            nv = zero;
+    for (std::int64_t t2 = r.T2Lo; t2 <= r.T2Hi; ++t2)
+    {
+      for (std::int64_t t1 = r.T1Lo; t1 <= r.T1Hi; ++t1)
+      {
+        for (std::int64_t t0 = -r.Distance; t0 <= r.Distance; ++t0)
+        {
+          const TReal * xq = xc + t0 + t1 * r.Stride[1] + t2 * r.Stride[2];
+          VT            dist = zero;
+          VM            cut = VM{};
+          for (int a0 = 0; a0 < r.PatchSize; ++a0)
+          {
+            cut = cut | (dist > five);
+            if (AllSet(cut))
+            {
+              break;
+            }
+            for (int j = a0 * r.RowLength; j < (a0 + 1) * r.RowLength; ++j)
+            {
+              const std::int64_t off = r.PatchOffset[j];
+              const VT           diff = LoadAny<VT>(xc + off) - LoadAny<VT>(xq + off);
+              const VT           next = dist + (zero + r.Kernel[j]) * ((diff * diff) - v);
+              dist = Pick(cut, dist, next);
+            }
+          }
+          const VT weight = Pick(cut, zero, ClassicWeight(dist));
+          wsum = wsum + weight;
+          VT value = LoadAny<VT>(xq + r.Centre);
+          if (r.Square)
+          {
+            value = value * value;
+          }
+          nv = nv + weight * value;
+        }
+      }
+    }
+    StoreAny(r.WeightSum + i, wsum);
+    StoreAny(r.Result + i, nv);
+  }
+}
+
+void
+ClassicFloat(const ClassicRun<float> & r)
+{
+  Classic(r);
+}
+
+void
+ClassicDouble(const ClassicRun<double> & r)
+{
+  Classic(r);
+}
+
+const Kernels kKernels{ NLM_TARGET, NLM_LANES, &ProcessShifts, &Weights, &ClassicFloat, &ClassicDouble };
+#else
+const Kernels kKernels{ NLM_TARGET, NLM_LANES, &ProcessShifts, &Weights, nullptr, nullptr };
+#endif
 } // namespace
 } // namespace NLM_NAMESPACE
 

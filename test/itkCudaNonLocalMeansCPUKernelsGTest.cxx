@@ -71,6 +71,7 @@ struct Extensions
   // Per-axis patch radii and search radii (section 6.4); empty: the isotropic parameters.
   std::vector<int> PatchRadius;
   std::vector<int> SearchRadius;
+  bool             Classic{ false }; // slow (classic) mode, contract section 3
 };
 
 /** The contract's fast mode by its definition: for every cell and shift, raw(c, t) as the nested
@@ -265,6 +266,7 @@ FilterOutput(const TImage *                             image,
   filter->SetH(h);
   filter->SetSigma(sigma);
   filter->SetBackend(FilterType::BackendEnum::CPU);
+  filter->SetFastMode(!extensions.Classic);
   filter->SetNumberOfWorkUnits(3);
   if (!extensions.PatchRadius.empty())
   {
@@ -508,6 +510,117 @@ TEST(CudaNonLocalMeansCPUKernels, EveryTargetEqualsTheContractWithPerAxisRadiiBi
     CheckEveryTarget(
       "4D float patch radius (1, 1, 1, 2), search (1, 2, 1, 1)", image.GetPointer(), 3, 1, 0.2, 0.02, 1, e);
   }
+}
+
+namespace
+{
+/** Classic mode on every target against the scalar target's loop (the contract's section 3 as
+ * written), bit for bit: the vector targets run the pixels whose candidates are not clipped along
+ * axis 0 in lanes. */
+template <typename TImage>
+void
+CheckClassicOnEveryTarget(const std::string &                name,
+                          const TImage *                     image,
+                          int                                patchSize,
+                          int                                d,
+                          double                             h,
+                          double                             sigma,
+                          Extensions<TImage::ImageDimension> extensions = {},
+                          unsigned int                       streams = 1)
+{
+  extensions.Classic = true;
+  std::vector<double> expected;
+  {
+    Overrides o = itk::nlm::ReadOverrides();
+    o.CPUInstructionSet = "scalar";
+    const ScopedOverrides scoped(o);
+    std::string           configuration;
+    expected = FilterOutput(image, patchSize, d, h, sigma, streams, configuration, extensions);
+    EXPECT_NE(configuration.find("classic mode, scalar"), std::string::npos) << configuration;
+  }
+  for (const itk::nlm::cpu::Kernels * kernels : itk::nlm::cpu::AvailableKernels())
+  {
+    Overrides o = itk::nlm::ReadOverrides();
+    o.CPUInstructionSet = kernels->Name;
+    const ScopedOverrides     scoped(o);
+    std::string               configuration;
+    const std::vector<double> actual = FilterOutput(image, patchSize, d, h, sigma, streams, configuration, extensions);
+    EXPECT_NE(configuration.find(std::string("classic mode, ") + kernels->Name), std::string::npos) << configuration;
+    ASSERT_EQ(actual.size(), expected.size());
+    size_t differing = 0;
+    for (size_t i = 0; i < actual.size(); ++i)
+    {
+      if (!SameBits(actual[i], expected[i]) && differing++ == 0)
+      {
+        ADD_FAILURE() << name << ", " << kernels->Name << ": value " << i << " is " << actual[i]
+                      << ", the scalar loop's " << expected[i];
+      }
+    }
+    EXPECT_EQ(differing, 0u) << name << " on " << kernels->Name;
+  }
+}
+} // namespace
+
+TEST(CudaNonLocalMeansCPUKernels, EveryTargetsClassicModeEqualsTheScalarLoopBitForBit)
+{
+  using Float2 = itk::Image<float, 2>;
+  using Double2 = itk::Image<double, 2>;
+  using Float3 = itk::Image<float, 3>;
+  using Double3 = itk::Image<double, 3>;
+  using Vector2 = itk::VectorImage<float, 2>;
+  // Rows with several vectors of 16 floats / 8 doubles and a remainder, clipped candidates along
+  // the other axes, rows cut before the last (small h) and the hazard of a tiny h (weights from
+  // out-of-range conversions), the Rician model, a mask, streaming.
+  CheckClassicOnEveryTarget(
+    "2D float 53x9 p5 d3", itk::nlm_test::MakeImage<Float2>({ { 53, 9 } }, 1, 61).GetPointer(), 5, 3, 0.12, 0.05);
+  CheckClassicOnEveryTarget(
+    "2D double 41x7 p7 d4", itk::nlm_test::MakeImage<Double2>({ { 41, 7 } }, 1, 62).GetPointer(), 7, 4, 0.3, 0.0);
+  CheckClassicOnEveryTarget("2D float 47x6 p3 d2, h 0.004 (cut rows, out-of-range weights)",
+                            itk::nlm_test::MakeImage<Float2>({ { 47, 6 } }, 1, 63).GetPointer(),
+                            3,
+                            2,
+                            0.004,
+                            0.01);
+  CheckClassicOnEveryTarget(
+    "3D float 44x6x5 p3 d2", itk::nlm_test::MakeImage<Float3>({ { 44, 6, 5 } }, 1, 64).GetPointer(), 3, 2, 0.1, 0.04);
+  {
+    Extensions<3> rician;
+    rician.Rician = true;
+    CheckClassicOnEveryTarget("3D double 31x5x5 p5 d2 Rician",
+                              itk::nlm_test::MakeImage<Double3>({ { 31, 5, 5 } }, 1, 65).GetPointer(),
+                              5,
+                              2,
+                              0.2,
+                              0.05,
+                              rician,
+                              2);
+  }
+  {
+    const auto    image = itk::nlm_test::MakeImage<Float2>({ { 50, 8 } }, 1, 66);
+    Extensions<2> masked;
+    masked.Mask = MakeMask<2>(image.GetPointer(), 67);
+    CheckClassicOnEveryTarget("2D float 50x8 p5 d2 masked", image.GetPointer(), 5, 2, 0.15, 0.03, masked, 3);
+  }
+  {
+    // A step along axis 1: candidates whose first patch rows match and whose last row crosses the
+    // step reach distances far beyond the cutoff, whose weights come from x86's out-of-range
+    // conversion (contract section 3).
+    auto                    step = Double2::New();
+    const Double2::SizeType size{ { 45, 10 } };
+    step->SetRegions(Double2::RegionType(size));
+    step->Allocate();
+    for (itk::ImageRegionIteratorWithIndex<Double2> it(step, step->GetLargestPossibleRegion()); !it.IsAtEnd(); ++it)
+    {
+      it.Set((it.GetIndex()[1] >= 5 ? 1.0 : 0.0) + 0.001 * static_cast<double>(it.GetIndex()[0] % 3));
+    }
+    CheckClassicOnEveryTarget("2D double 45x10 step p3 d2 h 0.005", step.GetPointer(), 3, 2, 0.005, 0.0);
+  }
+  CheckClassicOnEveryTarget("2D float 3 components 30x6 p3 d2 (the scalar loop on every target)",
+                            itk::nlm_test::MakeImage<Vector2>({ { 30, 6 } }, 3, 68).GetPointer(),
+                            3,
+                            2,
+                            0.15,
+                            0.03);
 }
 
 TEST(CudaNonLocalMeansCPUKernels, EveryTargetsWeightsEqualFastModeWeightBitForBit)
