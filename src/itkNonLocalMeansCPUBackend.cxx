@@ -824,37 +824,46 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
       // kernel in whole vectors (one component): each lane does the loop above for its pixel.
       const Int lo = std::min(std::max<Int>(0, d - L.outStart[0]), L.outSize[0]);
       const Int hi = std::max(lo, std::min(L.outSize[0], N0 - d - L.outStart[0]));
-      const Int run = (classicKernel != nullptr && K == 1) ? (hi - lo) / classicLanes * classicLanes : 0;
-      for (Int o0 = 0; o0 < lo; ++o0)
-      {
-        pixel(o0);
-      }
-      if (run > 0)
-      {
-        std::vector<T>     sums(static_cast<size_t>(2 * run));
+      const Int span = (classicKernel != nullptr && K == 1 && hi - lo >= classicLanes) ? hi - lo : 0;
+      // Pixels [first, first + count) in lanes (count: whole vectors); stores those from `from` on.
+      const auto lanes = [&](Int first, Int count, Int from) {
+        std::vector<T>     sums(static_cast<size_t>(2 * count));
         cpu::ClassicRun<T> job = classicJob;
-        const Int          x0 = L.outStart[0] + lo;
+        const Int          x0 = L.outStart[0] + first;
         job.Corner = (x0 - o - start[0]) + (x1 - o - start[1]) * xs[1] + ((n > 2) ? (x2 - o - start[2]) * xs[2] : 0);
         job.T1Lo = std::max<Int>(0, x1 - d) - x1;
         job.T1Hi = std::min<Int>(N1 - 1, x1 + d) - x1;
         job.T2Lo = (n > 2) ? std::max<Int>(0, x2 - d) - x2 : 0;
         job.T2Hi = (n > 2) ? std::min<Int>(N2 - 1, x2 + d) - x2 : 0;
-        job.Count = run;
+        job.Count = count;
         job.WeightSum = sums.data();
-        job.Result = sums.data() + run;
+        job.Result = sums.data() + count;
         classicKernel(job);
-        for (Int i = 0; i < run; ++i)
+        for (Int o0 = from; o0 < first + count; ++o0)
         {
-          const Int oi = (lo + i) + o1 * outStride[1] + o2 * outStride[2];
+          const Int oi = o0 + o1 * outStride[1] + o2 * outStride[2];
           if (p.Mask != nullptr && p.Mask[oi] == 0)
           {
             continue; // nlm::KeepInputWhereMasked
           }
-          const T mean = job.Result[i] / job.WeightSum[i];
+          const T mean = job.Result[o0 - first] / job.WeightSum[o0 - first];
           StoreOutput(p.Output, p.OutputType, oi, rician ? RicianCorrection(mean, v) : mean);
         }
+      };
+      for (Int o0 = 0; o0 < lo; ++o0)
+      {
+        pixel(o0);
       }
-      for (Int o0 = lo + run; o0 < L.outSize[0]; ++o0)
+      if (span > 0)
+      {
+        const Int whole = span / classicLanes * classicLanes;
+        lanes(lo, whole, lo);
+        if (whole < span) // the rest as the last whole vector of the span (its first lanes are done)
+        {
+          lanes(hi - classicLanes, classicLanes, lo + whole);
+        }
+      }
+      for (Int o0 = lo + span; o0 < L.outSize[0]; ++o0)
       {
         pixel(o0);
       }
