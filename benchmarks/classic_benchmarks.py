@@ -27,13 +27,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from nlm_mha import write_mha  # noqa: E402
 from run_benchmarks import make_input, run_program  # noqa: E402
 
-# name: (shape, dtype, patch_size, patch_distance)
+# name: (shape, channels, dtype, patch_size, patch_distance)
 CASES = {
-    "2d-384-p5d5": ((384, 384), np.float32, 5, 5),
-    "2d-384-f64-p5d5": ((384, 384), np.float64, 5, 5),
-    "48-p3d3": ((48, 48, 48), np.float32, 3, 3),
-    "2d-512-p5d5": ((512, 512), np.float32, 5, 5),
-    "96-p3d3": ((96, 96, 96), np.float32, 3, 3),
+    "2d-384-p5d5": ((384, 384), 1, np.float32, 5, 5),
+    "2d-384-f64-p5d5": ((384, 384), 1, np.float64, 5, 5),
+    "2d-rgb-256-p5d5": ((256, 256), 3, np.float32, 5, 5),
+    "48-p3d3": ((48, 48, 48), 1, np.float32, 3, 3),
+    "2d-512-p5d5": ((512, 512), 1, np.float32, 5, 5),
+    "2d-rgb-512-p5d5": ((512, 512), 3, np.float32, 5, 5),
+    "96-p3d3": ((96, 96, 96), 1, np.float32, 3, 3),
 }
 H, SIGMA = 0.08, 0.05
 
@@ -52,7 +54,7 @@ def main():
     parser.add_argument("--baseline", default=None, help="an earlier CudaNonLocalMeansBenchmark to compare with")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--cases", default="2d-384-p5d5,2d-384-f64-p5d5,48-p3d3")
+    parser.add_argument("--cases", default="2d-384-p5d5,2d-384-f64-p5d5,2d-rgb-256-p5d5,48-p3d3")
     parser.add_argument("--gpu", action="store_true", help="also time the GPU's classic kernel")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -63,12 +65,13 @@ def main():
     results = []
     with tempfile.TemporaryDirectory(prefix="nlm-classic-bench-") as work:
         for name in args.cases.split(","):
-            shape, dtype, s, d = CASES[name]
-            image = make_input(shape, 1, dtype)
+            shape, channels, dtype, s, d = CASES[name]
+            image = make_input(shape, channels, dtype)
             path = os.path.join(work, name + ".mha")
-            write_mha(path, image)
+            write_mha(path, image, channels)
             vops = float(np.prod(shape)) * (2 * d + 1) ** len(shape)
-            entry = {"case": name, "shape": list(shape), "dtype": np.dtype(dtype).name, "patch_size": s,
+            entry = {"case": name, "shape": list(shape), "channels": channels, "dtype": np.dtype(dtype).name,
+                     "patch_size": s,
                      "patch_distance": d, "threads": args.threads, "voxel_offsets": vops,
                      "ours": time_program(args.benchmark, path, s, d, args.repeats, args.threads, args.gpu)}
             if args.baseline:
@@ -76,7 +79,8 @@ def main():
             best = float("inf")
             for _ in range(args.repeats):
                 t = time.perf_counter()
-                denoise_nl_means(image, patch_size=s, patch_distance=d, h=H, sigma=SIGMA, fast_mode=False)
+                denoise_nl_means(image, patch_size=s, patch_distance=d, h=H, sigma=SIGMA, fast_mode=False,
+                                 channel_axis=-1 if channels > 1 else None)
                 best = min(best, time.perf_counter() - t)
             entry["skimage"] = {"version": skimage.__version__, "seconds": best, "vops": vops / best}
             results.append(entry)

@@ -728,10 +728,27 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
   const Int  N0 = L.image[0], N1 = L.image[1], N2 = (n > 2) ? L.image[2] : 1;
   const Int  centre = o * xs[0] + o * xs[1] + ((n > 2) ? o * xs[2] : 0); // a patch corner to its centre
 
-  const auto         classicKernel = ClassicKernelOf(kernels, static_cast<T *>(nullptr));
-  const Int          classicLanes = std::is_same<T, float>::value ? 2 * kernels.Lanes : kernels.Lanes;
+  const auto classicKernel = ClassicKernelOf(kernels, static_cast<T *>(nullptr));
+  const Int  classicLanes = std::is_same<T, float>::value ? 2 * kernels.Lanes : kernels.Lanes;
+  // The vector kernels read one plane per component: X's components side by side, when K > 1.
+  const bool     lanesFit = classicKernel != nullptr && K <= cpu::MaximumClassicComponents;
+  const Int      cells = size[0] * size[1] * size[2] * size[3];
+  std::vector<T> planes;
+  if (lanesFit && K > 1)
+  {
+    planes.resize(X.size());
+    for (Int c = 0; c < cells; ++c)
+    {
+      for (int k = 0; k < K; ++k)
+      {
+        planes[static_cast<size_t>(k * cells + c)] = X[static_cast<size_t>(K * c + k)];
+      }
+    }
+  }
   cpu::ClassicRun<T> classicJob;
-  classicJob.X = X.data();
+  classicJob.X = (K > 1) ? planes.data() : X.data();
+  classicJob.Components = K;
+  classicJob.ComponentStride = cells;
   for (int a = 0; a < 3; ++a)
   {
     classicJob.Stride[a] = xs[static_cast<size_t>(a)];
@@ -821,13 +838,13 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
         }
       };
       // The pixels whose candidates are not clipped along axis 0 go through the target's vector
-      // kernel in whole vectors (one component): each lane does the loop above for its pixel.
+      // kernel in whole vectors: each lane does the loop above for its pixel.
       const Int lo = std::min(std::max<Int>(0, d - L.outStart[0]), L.outSize[0]);
       const Int hi = std::max(lo, std::min(L.outSize[0], N0 - d - L.outStart[0]));
-      const Int span = (classicKernel != nullptr && K == 1 && hi - lo >= classicLanes) ? hi - lo : 0;
+      const Int span = (lanesFit && hi - lo >= classicLanes) ? hi - lo : 0;
       // Pixels [first, first + count) in lanes (count: whole vectors); stores those from `from` on.
       const auto lanes = [&](Int first, Int count, Int from) {
-        std::vector<T>     sums(static_cast<size_t>(2 * count));
+        std::vector<T>     sums(static_cast<size_t>((K + 1) * count));
         cpu::ClassicRun<T> job = classicJob;
         const Int          x0 = L.outStart[0] + first;
         job.Corner = (x0 - o - start[0]) + (x1 - o - start[1]) * xs[1] + ((n > 2) ? (x2 - o - start[2]) * xs[2] : 0);
@@ -846,8 +863,11 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
           {
             continue; // nlm::KeepInputWhereMasked
           }
-          const T mean = job.Result[o0 - first] / job.WeightSum[o0 - first];
-          StoreOutput(p.Output, p.OutputType, oi, rician ? RicianCorrection(mean, v) : mean);
+          for (int k = 0; k < K; ++k)
+          {
+            const T mean = job.Result[k * count + (o0 - first)] / job.WeightSum[o0 - first];
+            StoreOutput(p.Output, p.OutputType, K * oi + k, rician ? RicianCorrection(mean, v) : mean);
+          }
         }
       };
       for (Int o0 = 0; o0 < lo; ++o0)

@@ -106,14 +106,19 @@ struct ShiftJob
   double *       Result{ nullptr };
 };
 
+/** The most components classic mode's vector kernels take (more: the backend's scalar loop). */
+constexpr int MaximumClassicComponents = 4;
+
 /** Classic (slow) mode for a run of output pixels along axis 0 whose candidate windows are not
- * clipped along axis 0 (contract section 3), one component, in the working type TReal: lane l of
- * a vector is the pixel l further along axis 0, so each lane runs the scalar loop's operations in
- * its order. X is the local reflect-padded copy of the input. */
+ * clipped along axis 0 (contract section 3), in the working type TReal: lane l of a vector is the
+ * pixel l further along axis 0, so each lane runs the scalar loop's operations in its order. X is
+ * the local reflect-padded copy of the input, one plane per component. */
 template <typename TReal>
 struct ClassicRun
 {
   const TReal *        X{ nullptr };
+  int                  Components{ 1 };        // K, at most MaximumClassicComponents
+  std::int64_t         ComponentStride{ 0 };   // cells from one component's plane of X to the next
   std::int64_t         Stride[3]{ 1, 1, 1 };   // X's strides in cells (axis 0 first; Stride[0] is 1)
   const TReal *        Kernel{ nullptr };      // wk over the patch, patch row a0 outermost
   const std::int64_t * PatchOffset{ nullptr }; // the kernel's entries as cell offsets from a corner
@@ -127,7 +132,7 @@ struct ClassicRun
   std::int64_t         Centre{ 0 };                                // offset from a candidate's corner to its centre
   std::int64_t         Count{ 0 };                                 // pixels, a multiple of ClassicLanes<TReal>
   TReal *              WeightSum{ nullptr };                       // out: wsum per pixel
-  TReal *              Result{ nullptr };                          // out: nv per pixel
+  TReal *              Result{ nullptr };                          // out: nv per pixel, Count values per component
 };
 
 /** One SIMD target's kernels. */

@@ -790,14 +790,20 @@ Classic(const ClassicRun<TReal> & r)
   using VT = typename ClassicVector<TReal>::Type;
   constexpr int W = sizeof(VT) / sizeof(TReal);
   using VM = decltype(VT{} > VT{});
-  const VT zero = VT{} - VT{};
-  const VT five = zero + TReal(5);
-  const VT v = zero + r.V;
+  const VT           zero = VT{} - VT{};
+  const VT           five = zero + TReal(5);
+  const VT           v = zero + r.V;
+  const int          K = r.Components;
+  const std::int64_t cs = r.ComponentStride;
   for (std::int64_t i = 0; i < r.Count; i += W)
   {
     const TReal * xc = r.X + r.Corner + i;
     VT            wsum = zero;
-    VT            nv = zero;
+    VT            nv[MaximumClassicComponents];
+    for (int k = 0; k < K; ++k)
+    {
+      nv[k] = zero;
+    }
     for (std::int64_t t2 = r.T2Lo; t2 <= r.T2Hi; ++t2)
     {
       for (std::int64_t t1 = r.T1Lo; t1 <= r.T1Hi; ++t1)
@@ -817,24 +823,34 @@ Classic(const ClassicRun<TReal> & r)
             for (int j = a0 * r.RowLength; j < (a0 + 1) * r.RowLength; ++j)
             {
               const std::int64_t off = r.PatchOffset[j];
-              const VT           diff = LoadAny<VT>(xc + off) - LoadAny<VT>(xq + off);
-              const VT           next = dist + (zero + r.Kernel[j]) * ((diff * diff) - v);
-              dist = Pick(cut, dist, next);
+              const VT           wk = zero + r.Kernel[j];
+              for (int k = 0; k < K; ++k)
+              {
+                const VT diff = LoadAny<VT>(xc + k * cs + off) - LoadAny<VT>(xq + k * cs + off);
+                const VT next = dist + wk * ((diff * diff) - v);
+                dist = Pick(cut, dist, next);
+              }
             }
           }
           const VT weight = Pick(cut, zero, ClassicWeight(dist));
           wsum = wsum + weight;
-          VT value = LoadAny<VT>(xq + r.Centre);
-          if (r.Square)
+          for (int k = 0; k < K; ++k)
           {
-            value = value * value;
+            VT value = LoadAny<VT>(xq + k * cs + r.Centre);
+            if (r.Square)
+            {
+              value = value * value;
+            }
+            nv[k] = nv[k] + weight * value;
           }
-          nv = nv + weight * value;
         }
       }
     }
     StoreAny(r.WeightSum + i, wsum);
-    StoreAny(r.Result + i, nv);
+    for (int k = 0; k < K; ++k)
+    {
+      StoreAny(r.Result + k * r.Count + i, nv[k]);
+    }
   }
 }
 

@@ -615,8 +615,26 @@ TEST(CudaNonLocalMeansCPUKernels, EveryTargetsClassicModeEqualsTheScalarLoopBitF
     }
     CheckClassicOnEveryTarget("2D double 45x10 step p3 d2 h 0.005", step.GetPointer(), 3, 2, 0.005, 0.0);
   }
-  CheckClassicOnEveryTarget("2D float 3 components 30x6 p3 d2 (the scalar loop on every target)",
+  CheckClassicOnEveryTarget("2D float 3 components 30x6 p3 d2",
                             itk::nlm_test::MakeImage<Vector2>({ { 30, 6 } }, 3, 68).GetPointer(),
+                            3,
+                            2,
+                            0.15,
+                            0.03);
+  {
+    using DoubleVector2 = itk::VectorImage<double, 2>;
+    Extensions<2> rician;
+    rician.Rician = true;
+    CheckClassicOnEveryTarget("2D double 4 components 27x7 p5 d3 Rician",
+                              itk::nlm_test::MakeImage<DoubleVector2>({ { 27, 7 } }, 4, 69).GetPointer(),
+                              5,
+                              3,
+                              0.2,
+                              0.04,
+                              rician);
+  }
+  CheckClassicOnEveryTarget("2D float 5 components 25x5 p3 d2 (beyond the lanes' 4: the scalar loop)",
+                            itk::nlm_test::MakeImage<Vector2>({ { 25, 5 } }, 5, 70).GetPointer(),
                             3,
                             2,
                             0.15,
