@@ -145,6 +145,33 @@ TEST(CudaNonLocalMeansCPUBackend, RequestedSubRegionEqualsTheSameRegionOfTheWhol
         "requested sub-region == whole image (bitwise)");
 }
 
+TEST(CudaNonLocalMeansCPUBackend, ARequestedSubRegionInClassicModeEqualsTheWholeOutput)
+{
+  // Classic mode runs the pixels whose candidates are not clipped along axis 0 in vector lanes: a
+  // region that starts and ends inside the image along axis 0 moves where those runs begin.
+  using ImageType = itk::Image<float, 2>;
+  const auto input = itk::nlm_test::MakeImage<ImageType>({ { 61, 13 } }, 1, 18);
+  const auto whole = Compute(input.GetPointer(), 5, 3, 0.1, 0.05, false, 2, 1);
+  using FilterType = itk::CudaNonLocalMeansImageFilter<ImageType>;
+  for (const ImageType::RegionType & part : { ImageType::RegionType({ { 2, 3 } }, { { 45, 6 } }),
+                                              ImageType::RegionType({ { 19, 0 } }, { { 42, 13 } }),
+                                              ImageType::RegionType({ { 7, 5 } }, { { 17, 2 } }) })
+  {
+    auto filter = FilterType::New();
+    filter->SetInput(input);
+    filter->SetPatchSize(5);
+    filter->SetPatchDistance(3);
+    filter->SetH(0.1);
+    filter->SetSigma(0.05);
+    filter->SetFastMode(false);
+    filter->SetBackend(FilterType::BackendEnum::CPU);
+    filter->GetOutput()->SetRequestedRegion(part);
+    filter->GetOutput()->Update();
+    Check(itk::nlm_test::CountDifferences(whole.GetPointer(), filter->GetOutput(), part, "classic sub-region") == 0,
+          "classic mode: requested sub-region == whole image (bitwise)");
+  }
+}
+
 TEST(CudaNonLocalMeansCPUBackend, ProgressIsOrderedAndAbortStopsTheUpdate)
 {
   using ImageType = itk::Image<float, 3>;
