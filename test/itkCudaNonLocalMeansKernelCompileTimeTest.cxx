@@ -1,0 +1,187 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+// Cold NVRTC compiles of what the CUDA backend chooses (ChooseConfiguration on a device's limits,
+// no GPU needed) for 2D, 3D and 4D problems over patch sizes 1 to 21 and distances up to 21, for
+// the architectures given on the command line (default sm_80 and sm_90): each compiles in at most
+// one second (issue 12's bar; the fastest of three attempts, so that a busy machine does not fail
+// it). Problems whose every configuration exceeds a device's limits are computed on the CPU by
+// Backend Auto and counted as such. Exits 77 (skipped) when no NVRTC can be loaded.
+
+#include "itkNonLocalMeansKernelCompiler.h"
+#include "itkNonLocalMeansLaunchPlan.h"
+#include "itkNonLocalMeansOverrides.h"
+#include "itkCudaDriver.h"
+#include "itkMacro.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace
+{
+/** The limits of the devices of each architecture the tests name (an H200, an A100, a GTX 1080 Ti). */
+itk::nlm::DeviceLimits
+LimitsOf(int arch)
+{
+  itk::nlm::DeviceLimits limits; // an H200's
+  limits.Architecture = arch;
+  if (arch < 70)
+  {
+    limits.Multiprocessors = 28;
+    limits.SharedPerBlockOptIn = 48 * 1024;
+    limits.SharedPerMultiprocessor = 96 * 1024;
+  }
+  else if (arch < 90)
+  {
+    limits.Multiprocessors = 108;
+    limits.SharedPerBlockOptIn = 163 * 1024;
+    limits.SharedPerMultiprocessor = 164 * 1024;
+  }
+  return limits;
+}
+
+itk::NonLocalMeansBackend::Problem
+MakeProblem(unsigned int dimension, std::int64_t side, int patch, int distance)
+{
+  itk::NonLocalMeansBackend::Problem p;
+  p.Dimension = dimension;
+  p.Components = 1;
+  for (unsigned int a = 0; a < dimension; ++a)
+  {
+    p.ImageSize[a] = p.InputSize[a] = p.OutputSize[a] = side;
+  }
+  p.InputType = itk::NonLocalMeansBackend::ElementType::Float32;
+  p.OutputType = itk::NonLocalMeansBackend::ElementType::Float32;
+  p.PatchSize = patch;
+  p.PatchDistance = distance;
+  p.H = 0.1;
+  return p;
+}
+
+/** Wall-clock milliseconds of one cold compile. */
+double
+CompileMilliseconds(const itk::cuda::NvrtcAPI & nvrtc, const itk::nlm::KernelConfig & config, int arch)
+{
+  const auto start = std::chrono::steady_clock::now();
+  itk::nlm::CompileKernel(nvrtc, config, arch); // the disk cache is off (below)
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+} // namespace
+
+int
+itkCudaNonLocalMeansKernelCompileTimeTest(int argc, char * argv[])
+{
+  std::string                 why;
+  const itk::cuda::NvrtcAPI * nvrtc = itk::cuda::GetNvrtc(why);
+  if (nvrtc == nullptr)
+  {
+    std::cout << "Skipped: " << why << std::endl;
+    return 77;
+  }
+  std::cout << "NVRTC " << itk::nlm::NvrtcVersion(*nvrtc) / 1000.0 << std::endl;
+  // Compile for real: no disk cache.
+  itk::nlm::Overrides overrides = itk::nlm::GetOverrides();
+  overrides.KernelCacheDirectory.clear();
+  itk::nlm::SetOverrides(overrides);
+  std::vector<int> archs;
+  for (int i = 1; i < argc; ++i)
+  {
+    archs.push_back(std::atoi(argv[i]));
+  }
+  if (archs.empty())
+  {
+    archs = { 80, 90 };
+  }
+  constexpr double limitMs = 1000.0;
+  struct Grid
+  {
+    unsigned int     dimension;
+    std::int64_t     side;
+    std::vector<int> patches, distances;
+  };
+  const std::vector<Grid> grids = {
+    { 2, 4096, { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21 }, { 1, 3, 5, 7, 11, 15, 21 } },
+    { 3, 256, { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21 }, { 1, 3, 5, 7, 11, 15, 21 } },
+    { 4, 40, { 1, 3, 5, 7 }, { 1, 2, 3 } },
+  };
+  int failures = 0;
+  for (int arch : archs)
+  {
+    const itk::nlm::DeviceLimits limits = LimitsOf(arch);
+    double                       slowest = 0.0;
+    std::string                  slowestName;
+    int                          compiled = 0;
+    int                          onTheCPU = 0;
+    std::string                  beyond;
+    for (const Grid & g : grids)
+    {
+      for (int s : g.patches)
+      {
+        for (int d : g.distances)
+        {
+          itk::nlm::KernelConfig config;
+          try
+          {
+            config = itk::nlm::ChooseConfiguration(MakeProblem(g.dimension, g.side, s, d), limits, overrides);
+          }
+          catch (const itk::ExceptionObject &)
+          {
+            ++onTheCPU; // beyond this device's limits: Backend Auto computes it on the CPU
+            beyond += " " + std::to_string(g.dimension) + "D/p" + std::to_string(s) + "/d" + std::to_string(d);
+            continue;
+          }
+          try
+          {
+            double ms = CompileMilliseconds(*nvrtc, config, arch);
+            for (int attempt = 1; attempt < 3 && ms > limitMs; ++attempt)
+            {
+              ms = std::min(ms, CompileMilliseconds(*nvrtc, config, arch));
+            }
+            ++compiled;
+            if (ms > slowest)
+            {
+              slowest = ms;
+              slowestName = config.Describe();
+            }
+            if (ms > limitMs)
+            {
+              std::cout << "SLOW sm_" << arch << " " << config.Describe() << ": " << static_cast<int>(ms) << " ms"
+                        << std::endl;
+              ++failures;
+            }
+          }
+          catch (const itk::ExceptionObject & e)
+          {
+            std::cout << "FAIL sm_" << arch << " " << config.Describe() << ": " << e.GetDescription() << std::endl;
+            ++failures;
+          }
+        }
+      }
+    }
+    std::cout << "sm_" << arch << ": " << compiled << " configurations compiled cold, the slowest in "
+              << static_cast<int>(slowest) << " ms (" << slowestName << "); " << onTheCPU
+              << " beyond this device's limits (computed on the CPU):" << beyond << std::endl;
+  }
+  std::cout << (failures == 0 ? "Every chosen configuration compiles within 1 s." : "Some configurations FAILED.")
+            << std::endl;
+  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
