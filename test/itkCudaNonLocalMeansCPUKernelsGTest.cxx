@@ -295,6 +295,25 @@ FilterOutput(const TImage *                             image,
   return out;
 }
 
+/** actual == expected bit for bit: reports the first differing value (and `reference`'s) and the count. */
+void
+ExpectSameBits(const std::vector<double> & actual,
+               const std::vector<double> & expected,
+               const std::string &         what,
+               const char *                reference)
+{
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  size_t differing = 0;
+  for (size_t i = 0; i < actual.size(); ++i)
+  {
+    if (!SameBits(actual[i], expected[i]) && differing++ == 0)
+    {
+      ADD_FAILURE() << what << ": value " << i << " is " << actual[i] << ", " << reference << " " << expected[i];
+    }
+  }
+  EXPECT_EQ(differing, 0u) << what;
+}
+
 /** Every target and two chunkings against the contract's direct sums. */
 template <typename TImage>
 void
@@ -320,17 +339,10 @@ CheckEveryTarget(const std::string &                        name,
       const std::vector<double> actual =
         FilterOutput(image, patchSize, d, h, sigma, streams, configuration, extensions);
       EXPECT_NE(configuration.find(kernels->Name), std::string::npos) << configuration;
-      ASSERT_EQ(actual.size(), expected.size());
-      size_t differing = 0;
-      for (size_t i = 0; i < actual.size(); ++i)
-      {
-        if (!SameBits(actual[i], expected[i]) && differing++ == 0)
-        {
-          ADD_FAILURE() << name << ", " << kernels->Name << ", chunk " << chunkCells << ": value " << i << " is "
-                        << actual[i] << ", the contract's " << expected[i];
-        }
-      }
-      EXPECT_EQ(differing, 0u) << name << " on " << kernels->Name << " (chunk cells " << chunkCells << ")";
+      ExpectSameBits(actual,
+                     expected,
+                     name + ", " + kernels->Name + ", chunk cells " + std::to_string(chunkCells),
+                     "the contract's");
     }
   }
 }
@@ -546,17 +558,7 @@ CheckClassicOnEveryTarget(const std::string &                name,
     std::string               configuration;
     const std::vector<double> actual = FilterOutput(image, patchSize, d, h, sigma, streams, configuration, extensions);
     EXPECT_NE(configuration.find(std::string("classic mode, ") + kernels->Name), std::string::npos) << configuration;
-    ASSERT_EQ(actual.size(), expected.size());
-    size_t differing = 0;
-    for (size_t i = 0; i < actual.size(); ++i)
-    {
-      if (!SameBits(actual[i], expected[i]) && differing++ == 0)
-      {
-        ADD_FAILURE() << name << ", " << kernels->Name << ": value " << i << " is " << actual[i]
-                      << ", the scalar loop's " << expected[i];
-      }
-    }
-    EXPECT_EQ(differing, 0u) << name << " on " << kernels->Name;
+    ExpectSameBits(actual, expected, name + ", " + kernels->Name, "the scalar loop's");
   }
 }
 } // namespace

@@ -20,6 +20,7 @@
 // sm_80 and sm_90; CTest also runs it with NVRTC 12 for sm_61, which CUDA 13 no longer supports).
 // Needs an NVRTC library but no GPU; exits 77 (skipped) when no NVRTC can be loaded.
 
+#include "itkCudaNonLocalMeansCompileTestSetup.h"
 #include "itkNonLocalMeansKernelCompiler.h"
 #include "itkNonLocalMeansOverrides.h"
 #include "itkCudaDriver.h"
@@ -34,27 +35,12 @@
 int
 itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
 {
-  std::string                 why;
-  const itk::cuda::NvrtcAPI * nvrtc = itk::cuda::GetNvrtc(why);
+  std::vector<int>            archs;
+  itk::nlm::Overrides         overrides;
+  const itk::cuda::NvrtcAPI * nvrtc = itk::nlm_test::SetUpColdCompiles(argc, argv, archs, overrides);
   if (nvrtc == nullptr)
   {
-    std::cout << "Skipped: " << why << std::endl;
     return 77;
-  }
-  std::cout << "NVRTC " << itk::nlm::NvrtcVersion(*nvrtc) / 1000.0 << " from " << itk::cuda::GetNvrtcLibraryPath()
-            << std::endl;
-  // Compile for real: no disk cache.
-  itk::nlm::Overrides overrides = itk::nlm::GetOverrides();
-  overrides.KernelCacheDirectory.clear();
-  itk::nlm::SetOverrides(overrides);
-  std::vector<int> archs;
-  for (int i = 1; i < argc; ++i)
-  {
-    archs.push_back(std::atoi(argv[i]));
-  }
-  if (archs.empty())
-  {
-    archs = { 80, 90 };
   }
 
   // The variants: every tile shape the CUDA backend may choose, for each dimension, and the

@@ -23,6 +23,7 @@
 // it). Problems whose every configuration exceeds a device's limits are computed on the CPU by
 // Backend Auto and counted as such. Exits 77 (skipped) when no NVRTC can be loaded.
 
+#include "itkCudaNonLocalMeansCompileTestSetup.h"
 #include "itkNonLocalMeansKernelCompiler.h"
 #include "itkNonLocalMeansLaunchPlan.h"
 #include "itkNonLocalMeansOverrides.h"
@@ -90,26 +91,12 @@ CompileMilliseconds(const itk::cuda::NvrtcAPI & nvrtc, const itk::nlm::KernelCon
 int
 itkCudaNonLocalMeansKernelCompileTimeTest(int argc, char * argv[])
 {
-  std::string                 why;
-  const itk::cuda::NvrtcAPI * nvrtc = itk::cuda::GetNvrtc(why);
+  std::vector<int>            archs;
+  itk::nlm::Overrides         overrides;
+  const itk::cuda::NvrtcAPI * nvrtc = itk::nlm_test::SetUpColdCompiles(argc, argv, archs, overrides);
   if (nvrtc == nullptr)
   {
-    std::cout << "Skipped: " << why << std::endl;
     return 77;
-  }
-  std::cout << "NVRTC " << itk::nlm::NvrtcVersion(*nvrtc) / 1000.0 << std::endl;
-  // Compile for real: no disk cache.
-  itk::nlm::Overrides overrides = itk::nlm::GetOverrides();
-  overrides.KernelCacheDirectory.clear();
-  itk::nlm::SetOverrides(overrides);
-  std::vector<int> archs;
-  for (int i = 1; i < argc; ++i)
-  {
-    archs.push_back(std::atoi(argv[i]));
-  }
-  if (archs.empty())
-  {
-    archs = { 80, 90 };
   }
   constexpr double limitMs = 1000.0;
   struct Grid
