@@ -667,7 +667,7 @@ RicianCorrection(T mean, T bias)
   return std::sqrt((T(0) > v) ? T(0) : v);
 }
 
-/** The target's classic-mode kernel for the working type T (null: none), and its lanes. */
+/** The target's classic-mode kernel for the working type T (null: none). */
 void (*ClassicKernelOf(const cpu::Kernels & kernels, float *))(const cpu::ClassicRun<float> &)
 {
   return kernels.ClassicFloat;
@@ -842,11 +842,11 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
       const Int lo = std::min(std::max<Int>(0, d - L.outStart[0]), L.outSize[0]);
       const Int hi = std::max(lo, std::min(L.outSize[0], N0 - d - L.outStart[0]));
       const Int span = (lanesFit && hi - lo >= classicLanes) ? hi - lo : 0;
-      // Pixels [first, first + count) in lanes (count: whole vectors); stores those from `from` on.
-      const auto lanes = [&](Int first, Int count, Int from) {
+      // Pixels [begin, begin + count) in lanes (count: whole vectors); stores those from `from` on.
+      const auto lanes = [&](Int begin, Int count, Int from) {
         std::vector<T>     sums(static_cast<size_t>((K + 1) * count));
         cpu::ClassicRun<T> job = classicJob;
-        const Int          x0 = L.outStart[0] + first;
+        const Int          x0 = L.outStart[0] + begin;
         job.Corner = (x0 - o - start[0]) + (x1 - o - start[1]) * xs[1] + ((n > 2) ? (x2 - o - start[2]) * xs[2] : 0);
         job.T1Lo = std::max<Int>(0, x1 - d) - x1;
         job.T1Hi = std::min<Int>(N1 - 1, x1 + d) - x1;
@@ -856,7 +856,7 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
         job.WeightSum = sums.data();
         job.Result = sums.data() + count;
         classicKernel(job);
-        for (Int o0 = from; o0 < first + count; ++o0)
+        for (Int o0 = from; o0 < begin + count; ++o0)
         {
           const Int oi = o0 + o1 * outStride[1] + o2 * outStride[2];
           if (p.Mask != nullptr && p.Mask[oi] == 0)
@@ -865,7 +865,7 @@ SolveSlowMode(const NonLocalMeansBackend::Problem & p,
           }
           for (int k = 0; k < K; ++k)
           {
-            const T mean = job.Result[k * count + (o0 - first)] / job.WeightSum[o0 - first];
+            const T mean = job.Result[k * count + (o0 - begin)] / job.WeightSum[o0 - begin];
             StoreOutput(p.Output, p.OutputType, K * oi + k, rician ? RicianCorrection(mean, v) : mean);
           }
         }
