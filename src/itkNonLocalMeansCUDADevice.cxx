@@ -43,8 +43,8 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   key << p.Dimension << ' ' << p.Components << ' ' << NonLocalMeansBackend::EffectivePatchSize(p.PatchSize) << ' '
       << p.PatchDistance << ' ' << static_cast<int>(p.InputType) << ' ' << static_cast<int>(p.OutputType) << ' '
       << p.SinglePrecision << ' ' << std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p))) << ' '
-      << o.ColumnKernelOff << ' ' << static_cast<int>(p.NoiseModel) << ' ' << (p.NoiseSigma != nullptr) << ' '
-      << p.FastMode;
+      << o.ColumnKernelOff << ' ' << o.ColumnFootprint << ' ' << static_cast<int>(p.NoiseModel) << ' '
+      << (p.NoiseSigma != nullptr) << ' ' << p.FastMode;
   for (unsigned int a = 0; p.PerAxis && a < p.Dimension; ++a)
   {
     key << " s" << p.AxisPatchSize[a] << " d" << p.AxisPatchDistance[a];

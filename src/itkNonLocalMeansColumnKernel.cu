@@ -20,14 +20,15 @@
 
 // The column kernel (3D, patch size >= 3). A block first copies its footprint of the padded input
 // (its tile's patch terms extended by the patch distance on every side) into shared memory, whose
-// strides are compile-time constants, then runs without barriers. A warp covers 32 cells along
-// axis 0, of which the first 32 - EXT are output voxels; each thread owns NLM_ROWS rows along
-// axis 1 and the T2 planes of the tile along axis 2, and keeps their accumulators in registers. For
-// every shift t it marches through its planes and computes, for each of its voxels c, both
-// raw(c, t) and raw(c, -t) = raw(c - t, t) (contract 2.3: the same squares in the same order), so
-// the weights of the centre and of the target term need nothing from other threads but the terms
-// of their neighbours along axis 0 (shuffles). Sums: along axis 0 across lanes, along axis 1 over
-// the thread's rows, along axis 2 over the planes of the march, in the contract's order.
+// strides are compile-time constants, then runs without barriers. With NLM_COLUMN_GLOBAL the block
+// reads its footprint where it is, in the padded input in global memory (through the L1 cache),
+// with the input's strides: no shared memory, so any patch distance fits and more blocks reside. A warp covers 32 cells
+// along axis 0, of which the first 32 - EXT are output voxels; each thread owns NLM_ROWS rows along axis 1 and the T2
+// planes of the tile along axis 2, and keeps their accumulators in registers. For every shift t it marches through its
+// planes and computes, for each of its voxels c, both raw(c, t) and raw(c, -t) = raw(c - t, t) (contract 2.3: the same
+// squares in the same order), so the weights of the centre and of the target term need nothing from other threads but
+// the terms of their neighbours along axis 0 (shuffles). Sums: along axis 0 across lanes, along axis 1 over the
+// thread's rows, along axis 2 over the planes of the march, in the contract's order.
 namespace
 {
 constexpr int R = NLM_ROWS;
@@ -38,6 +39,10 @@ constexpr int FX = 32 + 2 * PD;
 constexpr int FY = T1 + EXT + 2 * PD;
 constexpr int FZ = T2 + EXT + 2 * PD;
 constexpr int FXY = FX * FY;
+#ifndef NLM_COLUMN_GLOBAL
+#  define NLM_COLUMN_GLOBAL 0
+#endif
+constexpr bool GLOBAL = NLM_COLUMN_GLOBAL != 0; // the footprint read from global memory
 static_assert(DIM == 3 && WIN >= 1, "the column kernel is for 3D with a patch size of 3 or more");
 static_assert(!NLM_NOISE_MAP, "the column kernel takes no noise map (the planner picks the tiled kernel)");
 static_assert(T0 == 32 - EXT && T1 * 32 == R * NT && NT % 32 == 0, "one warp per R rows of 32 - EXT voxels");
@@ -81,10 +86,16 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 
   // The footprint starts at padded cell lo + 1 on every axis: the first patch term of the tile's
   // first voxel is at lo + E - O + 1 = lo + PD + 1, and shifts reach PD further on each side.
+  const Real * footprint =
+    Y + ((c0 * T0 + 1) + (c1 * T1 + 1) * p.ySize[0] + (c2 * T2 + 1) * p.ySize[0] * p.ySize[1]) * K;
+  // Strides of the footprint along axes 1 and 2: compile-time in shared memory, the padded input's
+  // in global memory.
+  const Index fx = GLOBAL ? static_cast<Index>(p.ySize[0]) : Index(FX);
+  const Index fxy = GLOBAL ? fx * static_cast<Index>(p.ySize[1]) : Index(FXY);
+  if (!GLOBAL)
   {
-    const Real * src = Y + ((c0 * T0 + 1) + (c1 * T1 + 1) * p.ySize[0] + (c2 * T2 + 1) * p.ySize[0] * p.ySize[1]) * K;
-    const Index  ys1 = static_cast<Index>(p.ySize[0]);
-    const Index  ys2 = ys1 * static_cast<Index>(p.ySize[1]);
+    const Index ys1 = static_cast<Index>(p.ySize[0]);
+    const Index ys2 = ys1 * static_cast<Index>(p.ySize[1]);
     for (int f = threadIdx.x; f < FXY * FZ; f += NT)
     {
       const int   x = f % FX;
@@ -94,20 +105,20 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
-        F[f * K + k] = src[at + k];
+        F[f * K + k] = footprint[at + k];
       }
     }
+    __syncthreads();
   }
-  __syncthreads();
 
   // This thread's first patch term in the footprint, and its voxel's offset from it.
-  const Real *  own = F + ((lane + PD) + (warp * R + PD) * FX + PD * FXY) * K;
-  constexpr int centre = (O - 1) * (1 + FX + FXY) * K;
-  const Real    norm = static_cast<Real>(p.norm);
-  const Real    invNorm = static_cast<Real>(p.invNorm);
-  const Real    noise = static_cast<Real>(p.noise);
-  const double  negScale = p.negScale;
-  const Real    bias = static_cast<Real>(p.bias); // Rician: 2 sigma^2
+  const Real * own = (GLOBAL ? footprint : F) + ((lane + PD) + (warp * R + PD) * fx + PD * fxy) * K;
+  const Index  centre = (O - 1) * (1 + fx + fxy) * K;
+  const Real   norm = static_cast<Real>(p.norm);
+  const Real   invNorm = static_cast<Real>(p.invNorm);
+  const Real   noise = static_cast<Real>(p.noise);
+  const double negScale = p.negScale;
+  const Real   bias = static_cast<Real>(p.bias); // Rician: 2 sigma^2
 
   Real ws[R][TZ];
   Real rs[R][TZ][K];
@@ -130,7 +141,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   // so that the accumulation needs no branch.
   auto shift = [&](auto order, int t0, int t1, int t2) {
     const bool   half = (t0 == 0);
-    const int    tOff = (t0 + t1 * FX + t2 * FXY) * K;
+    const Index  tOff = (t0 + t1 * fx + t2 * fxy) * K;
     const Real * plus = own + tOff;
     const Real * minus = own - tOff;
     // Sums along axes 0 and 1 of the last WIN planes, for +t and -t, per row.
@@ -158,9 +169,9 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int r = 0; r < RE; ++r)
       {
-        const int at = (r * FX + pl * FXY) * K;
-        Real      dP = 0;
-        Real      dM = 0;
+        const Index at = (r * fx + pl * fxy) * K;
+        Real        dP = 0;
+        Real        dM = 0;
 #pragma unroll
         for (int k = 0; k < K; ++k)
         {
@@ -220,11 +231,11 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
             rawP = rawP + ringP[r][j];
             rawM = rawM + ringM[r][j];
           }
-          const Real wc = Unpack(ColumnWeight(rawP, norm, invNorm, negScale, half));
-          const Real wt = Unpack(ColumnWeight(rawM, norm, invNorm, negScale, half));
-          const int  c = centre + (r * FX + q * FXY) * K;
-          Real       yc[K];
-          Real       yt[K];
+          const Real  wc = Unpack(ColumnWeight(rawP, norm, invNorm, negScale, half));
+          const Real  wt = Unpack(ColumnWeight(rawM, norm, invNorm, negScale, half));
+          const Index c = centre + (r * fx + q * fxy) * K;
+          Real        yc[K];
+          Real        yt[K];
 #pragma unroll
           for (int k = 0; k < K; ++k)
           {

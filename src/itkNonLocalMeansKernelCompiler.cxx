@@ -96,6 +96,7 @@ KernelConfig::Macros() const
   m.push_back(std::string("-DNLM_REAL_IS_FLOAT=") + (SinglePrecision ? "1" : "0"));
   m.push_back(std::string("-DNLM_INDEX=") + (WideIndex ? "long long" : "int"));
   m.push_back("-DNLM_ROWS=" + std::to_string(Rows));
+  m.push_back(std::string("-DNLM_COLUMN_GLOBAL=") + (Rows > 0 && GlobalFootprint ? "1" : "0"));
   if (IsAnisotropic()) // per axis (the kernels default them to NLM_S and NLM_PD)
   {
     for (int a = 0; a < 4; ++a)
@@ -118,6 +119,10 @@ KernelConfig::SharedBytes() const
     return 0; // patch size 1: constant weights; the classic kernel: no shared memory
   }
   const size_t real = SinglePrecision ? sizeof(float) : sizeof(double);
+  if (Rows > 0 && GlobalFootprint)
+  {
+    return 0; // the column kernel reading its footprint from global memory
+  }
   if (Rows > 0)
   {
     // The column kernel's footprint: 32 cells along axis 0, the tile's terms along the others,
@@ -173,7 +178,7 @@ KernelConfig::Describe() const
   os << " threads " << ThreadCount << "x" << MinBlocks;
   if (Rows > 0)
   {
-    os << " columns of " << Rows << " row(s)";
+    os << " columns of " << Rows << " row(s)" << (GlobalFootprint ? " from global memory" : "");
   }
   else
   {

@@ -58,6 +58,9 @@ struct KernelConfig
    * (itkNonLocalMeansColumnKernel.cu: 3D, patch size >= 3) with this many rows along axis 1 per
    * thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 }. */
   int Rows{ 0 };
+  /** Column kernel: read the footprint from the padded input in global memory (through the L1
+   * cache) instead of copying it into shared memory, which then does not grow with the distance. */
+  bool GlobalFootprint{ false };
 
   /** The odd patch size along `axis`. */
   int

@@ -44,6 +44,8 @@ constexpr int MostBlocksPerMultiprocessor = 32;
 constexpr int Registers = 65536;
 // Shared memory the driver reserves per block.
 constexpr int SharedReservedPerBlock = 1024;
+// Patch 5 takes the column kernel from this distance on (ColumnKernelApplies).
+constexpr int ColumnPatch5FromDistance = 8;
 // Offsets inside one block's footprint above this need 64-bit indices.
 constexpr double NarrowIndexLimit = 2.0e9;
 
@@ -90,22 +92,26 @@ ClassicConfiguration(KernelConfig base)
   return base;
 }
 
-/** Whether the 3D column kernel applies: 3D, patch 3 (3 to 11 when its shape is forced), not
- * switched off, and weights that can use the scaled form (-kExpA / norm a finite double: h above
- * about 1e-151). From patch 5 on the tiled kernel is as fast or faster on an H200 (256^3 float64:
- * equal at patch 5, 2x at patch 7, up to 8x at patch 11) and compiles in a fraction of the time
- * (0.3-0.5 s against 0.9-6 s cold; BENCHMARKS.md). */
+/** Whether the 3D column kernel applies: 3D, patch 3, or patch 5 from ColumnPatch5FromDistance on
+ * (3 to 11 when its shape is forced), not switched off, and weights that can use the scaled form
+ * (-kExpA / norm a finite double: h above about 1e-151). Measured on an H200 (160^3 float64,
+ * BENCHMARKS.md "The column kernel at any distance"): at patch 3 it is 2.8x to 13x faster than the
+ * tiled kernel at every distance; at patch 5 it is slower at distance 3, level at 7 and 1.65x faster
+ * at 11; from patch 7 on the tiled kernel is faster and compiles in a fraction of the time. */
 bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
-  const int largestPatch = o.ColumnShape.empty() ? 3 : 11;
-  return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= largestPatch && o.TileShape.empty() &&
-         !o.ColumnKernelOff && !base.NoiseMap && !base.IsAnisotropic() &&
-         std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+  const bool forced = !o.ColumnShape.empty();
+  const bool patch = base.PatchSize == 3 || (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5FromDistance) ||
+                     (forced && base.PatchSize >= 3 && base.PatchSize <= 11);
+  return p.Dimension == 3 && patch && o.TileShape.empty() && !o.ColumnKernelOff && !base.NoiseMap &&
+         !base.IsAnisotropic() && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
- * H200 (BENCHMARKS.md); `found` false when none fits. */
+ * H200 (BENCHMARKS.md); `found` false when none fits. The footprint is read from global memory
+ * where a copy in shared memory would cost resident blocks (from distance 4 on at patch 3), or as
+ * Overrides::ColumnFootprint says. */
 KernelConfig
 ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const Overrides & o, bool & found)
 {
@@ -141,6 +147,13 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
     k.ThreadCount = 32 * shape[2];
     k.ZSegments = 1;
     k.MinBlocks = shape[3];
+    k.GlobalFootprint = (o.ColumnFootprint == "global");
+    if (o.ColumnFootprint.empty() &&
+        static_cast<std::size_t>(k.MinBlocks) * (k.SharedBytes() + SharedReservedPerBlock) >
+          static_cast<std::size_t>(limits.SharedPerMultiprocessor))
+    {
+      k.GlobalFootprint = true; // a footprint in shared memory would cost resident blocks
+    }
     const std::size_t shared = k.SharedBytes();
     while (k.MinBlocks > 1 && static_cast<std::size_t>(k.MinBlocks) * (shared + SharedReservedPerBlock) >
                                 static_cast<std::size_t>(limits.SharedPerMultiprocessor))

@@ -202,6 +202,16 @@ ReadTuningSeams(Overrides & o)
     Refuse(o, "CUDANONLOCALMEANS_COLUMNS", columns, "0 or rows,planes,warps,blocks (warps at most 32)");
   }
 
+  const std::string footprint = Variable("CUDANONLOCALMEANS_COLUMN_FOOTPRINT");
+  if (footprint == "shared" || footprint == "global")
+  {
+    o.ColumnFootprint = footprint;
+  }
+  else if (!footprint.empty() && footprint != "auto")
+  {
+    Refuse(o, "CUDANONLOCALMEANS_COLUMN_FOOTPRINT", footprint, "shared, global or auto");
+  }
+
   const std::string tile = Variable("CUDANONLOCALMEANS_TILE");
   if (!tile.empty() && !(ParsePositiveList(tile, o.TileShape) && o.TileShape.size() >= 5 && o.TileShape.size() <= 7))
   {

@@ -71,6 +71,9 @@ struct Overrides
    * (empty: none); =0 sets ColumnKernelOff. */
   std::vector<int> ColumnShape;
   bool             ColumnKernelOff{ false };
+  /** CUDANONLOCALMEANS_COLUMN_FOOTPRINT=shared|global: where the column kernel reads its footprint
+   * ("" or auto: the planner's choice). */
+  std::string ColumnFootprint;
   /** CUDANONLOCALMEANS_TILE=t0,t1,t2,t3,threads[,segments[,blocks]]: a forced tiled-kernel shape. */
   std::vector<int> TileShape;
   /** CUDANONLOCALMEANS_LIST_CONFIGURATIONS: print the planner's ranking to standard output. */

@@ -43,6 +43,7 @@
 #include <limits>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace
@@ -321,6 +322,67 @@ With(Params p, const itk::ImageBase<VDimension> * image, bool rician, bool map, 
   return p;
 }
 } // namespace
+
+TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackendBitwise)
+{
+  // The column kernel with its footprint read from global memory: forced, and chosen by the
+  // planner where a footprint in shared memory would cost resident blocks (large distances).
+  // Sizes that are not whole tiles, distances beyond the image (reflections of reflections),
+  // channels, both element types, single precision, the Rician model and a mask.
+  struct Case
+  {
+    const char * name;
+    int          patch, distance;
+    const char * footprint; // CUDANONLOCALMEANS_COLUMN_FOOTPRINT
+    const char * columns;   // CUDANONLOCALMEANS_COLUMNS (nullptr: the planner's shape)
+  };
+  const Case cases[] = {
+    { "p3 d3 forced global", 3, 3, "global", nullptr },    { "p3 d8 chosen", 3, 8, nullptr, nullptr },
+    { "p3 d21 chosen", 3, 21, nullptr, nullptr },          { "p3 d11 global 1,8,4,2", 3, 11, "global", "1,8,4,2" },
+    { "p3 d6 global 3,4,2,1", 3, 6, "global", "3,4,2,1" }, { "p5 d9 global 2,2,8,3", 5, 9, "global", "2,2,8,3" },
+    { "p7 d4 global 1,4,4,1", 7, 4, "global", "1,4,4,1" },
+  };
+  const auto floats = Image<F3>({ 45, 37, 29 }, 1, 61);
+  const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 62);
+  const auto colours = Image<VF3>({ 21, 19, 14 }, 3, 63);
+  for (const auto & c : cases)
+  {
+    SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", c.footprint);
+    SetEnv("CUDANONLOCALMEANS_COLUMNS", c.columns);
+    const Params params{ c.patch, c.distance, 0.1, 0.05 };
+    auto         check = [&](const auto * input, Params p, const std::string & what) {
+      using ImageType = std::remove_cv_t<std::remove_pointer_t<decltype(input)>>;
+      std::string info;
+      const auto  cpu = Compute<ImageType>(input, p, BackendEnum::CPU);
+      const auto  gpu = Compute<ImageType>(input, p, BackendEnum::CUDA, &info);
+      const auto  region = input->GetLargestPossibleRegion();
+      Check(itk::nlm_test::CountDifferences(cpu.GetPointer(), gpu.GetPointer(), region, what) == 0 &&
+              info.find("from global memory") != std::string::npos,
+            std::string(c.name) + ", " + what + " (" + info + ") == CPU");
+    };
+    check(floats.GetPointer(), params, "float");
+    check(doubles.GetPointer(), params, "double");
+    check(colours.GetPointer(), params, "3-channel float");
+    {
+      // Single precision is not the CPU's arithmetic: the global footprint against the shared one.
+      Params single = params;
+      single.single = true;
+      std::string info;
+      const auto  global = Compute<F3>(floats.GetPointer(), single, BackendEnum::CUDA, &info);
+      SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "shared");
+      std::string sharedInfo;
+      const auto  shared = Compute<F3>(floats.GetPointer(), single, BackendEnum::CUDA, &sharedInfo);
+      SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", c.footprint);
+      Check(itk::nlm_test::CountDifferences(
+              shared.GetPointer(), global.GetPointer(), floats->GetLargestPossibleRegion(), "single") == 0 &&
+              info.find("from global memory") != std::string::npos,
+            std::string(c.name) + ", single precision (" + info + ") == (" + sharedInfo + ")");
+    }
+    check(doubles.GetPointer(), With<3>(params, doubles.GetPointer(), true, false, true, 64), "double, Rician, mask");
+  }
+  SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", nullptr);
+  SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+}
 
 TEST(CudaNonLocalMeansGPU, TheExtensionsEqualTheCPUBackendBitwise)
 {

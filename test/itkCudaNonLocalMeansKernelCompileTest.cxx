@@ -51,7 +51,8 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     int  dim, k, s, d, t0, t1, t2, t3, threads, segments;
     bool inDouble, outDouble, single, wide;
     int  rows;     // column kernel (0: tiled)
-    int  features; // 1: Rician, 2: noise map, 3: both; 4: the classic kernel (slow mode)
+    int  features; // 1: Rician, 2: noise map, 3: both; 4: the classic kernel (slow mode); 8: the
+                   // column kernel's footprint from global memory
   };
   std::vector<Variant> variants = {
     // 2D tiles
@@ -82,6 +83,11 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 1, 5, 2, 29, 8, 4, 1, 256, 1, true, false, false, true, 1 },
     { 3, 1, 7, 11, 27, 4, 4, 1, 128, 1, false, true, false, false, 1 },
     { 3, 16, 3, 1, 31, 4, 1, 1, 128, 1, false, false, false, false, 1 },
+    // 3D columns reading their footprint from global memory (any distance)
+    { 3, 1, 3, 3, 31, 16, 2, 1, 256, 1, false, false, false, false, 2, 8 },
+    { 3, 1, 3, 21, 31, 16, 2, 1, 256, 1, true, true, false, true, 2, 8 },
+    { 3, 3, 3, 11, 31, 4, 4, 1, 128, 1, false, false, true, false, 1, 8 },
+    { 3, 1, 5, 15, 29, 8, 2, 1, 128, 1, true, true, false, false, 2, 9 },
     // 4D tiles
     { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false },
     { 4, 2, 3, 1, 16, 8, 4, 2, 256, 1, false, false, false, false },
@@ -165,6 +171,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.Rician = (v.features & 1) != 0;
     c.NoiseMap = (v.features & 2) != 0;
     c.Classic = (v.features & 4) != 0;
+    c.GlobalFootprint = (v.features & 8) != 0;
     for (int arch : archs)
     {
       try

@@ -167,7 +167,9 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
               if (c.Rows > 0)
               {
                 EXPECT_EQ(n, 3u) << "the column kernel is 3D only";
-                EXPECT_EQ(c.PatchSize, 3) << "the column kernel serves patch 3 unless its shape is forced";
+                EXPECT_TRUE(c.PatchSize == 3 || (c.PatchSize == 5 && distance >= 8))
+                  << "the column kernel serves patch 3, and patch 5 at large distances, unless its shape is forced";
+                EXPECT_TRUE(c.GlobalFootprint || c.SharedBytes() > 0) << c.Describe();
               }
               else
               {
@@ -198,7 +200,10 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes3DSmallPatchesUnlessSwitchedOff)
   off.ColumnKernelOff = true;
   EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, off).Rows, 0);
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 3, 3), h200, Overrides{}).Rows, 0);
-  // From patch 5 on the tiled kernel is chosen, unless a column shape is forced.
+  // Patch 5 takes the column kernel from distance 8 on.
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 7), h200, Overrides{}).Rows, 0);
+  EXPECT_GT(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, Overrides{}).Rows, 0);
+  // From patch 5 on (at small distances) the tiled kernel is chosen, unless a column shape is forced.
   Overrides forced;
   forced.ColumnShape = { 1, 4, 4, 1 };
   for (int patch : { 4, 5, 7, 11 })
@@ -209,6 +214,46 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes3DSmallPatchesUnlessSwitchedOff)
   }
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 13, 2), h200, forced).Rows, 0)
     << "the column kernel takes patches up to 11";
+}
+
+TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryWouldCostBlocks)
+{
+  // Patch 3: the footprint in shared memory at distance 3 (three blocks of 8 warps fit an SM), from
+  // global memory from distance 4 on, with no shared memory and the shape's blocks per SM, up to
+  // distance 21 (where no tiled configuration fits).
+  for (const auto & device : RealDevices())
+  {
+    for (int distance : { 1, 3, 4, 7, 11, 21 })
+    {
+      const KernelConfig c =
+        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, distance), device.Limits, Overrides{});
+      ASSERT_GT(c.Rows, 0) << device.Name << ", distance " << distance;
+      const bool fits = static_cast<std::size_t>(c.MinBlocks) * (c.SharedBytes() + 1024) <=
+                        static_cast<std::size_t>(device.Limits.SharedPerMultiprocessor);
+      EXPECT_TRUE(fits) << c.Describe();
+      if (c.GlobalFootprint)
+      {
+        EXPECT_EQ(c.SharedBytes(), 0u);
+        EXPECT_NE(c.Describe().find("from global memory"), std::string::npos);
+        KernelConfig shared = c;
+        shared.GlobalFootprint = false;
+        EXPECT_GT(static_cast<std::size_t>(c.MinBlocks) * (shared.SharedBytes() + 1024),
+                  static_cast<std::size_t>(device.Limits.SharedPerMultiprocessor))
+          << "global memory only where shared memory would cost blocks: " << c.Describe();
+      }
+    }
+  }
+  const DeviceLimits h200 = RealDevices().back().Limits;
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 3), h200, Overrides{}).GlobalFootprint);
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 11), h200, Overrides{}).GlobalFootprint);
+  // Forced either way.
+  Overrides global, shared;
+  global.ColumnFootprint = "global";
+  shared.ColumnFootprint = "shared";
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 3), h200, global).GlobalFootprint);
+  const KernelConfig s = itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 5), h200, shared);
+  EXPECT_FALSE(s.GlobalFootprint);
+  EXPECT_GT(s.SharedBytes(), 0u);
 }
 
 TEST(NonLocalMeansLaunchPlan, ForcedShapesAreUsed)

@@ -83,6 +83,7 @@ TEST(NonLocalMeansOverrides, ValidValuesAreTaken)
   const ScopedVariable tiles("CUDANONLOCALMEANS_CHUNK_TILES", "3");
   const ScopedVariable tile("CUDANONLOCALMEANS_TILE", "16,16,8,1,256");
   const ScopedVariable columns("CUDANONLOCALMEANS_COLUMNS", "0");
+  const ScopedVariable footprint("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "global");
   const ScopedVariable options("CUDANONLOCALMEANS_NVRTC_OPTIONS", " -lineinfo  -Xptxas=-v ");
   const ScopedVariable cache("CUDANONLOCALMEANS_KERNEL_CACHE_DIR", "/tmp/nlm-kernels");
   const auto           o = itk::nlm::ReadOverrides();
@@ -92,6 +93,7 @@ TEST(NonLocalMeansOverrides, ValidValuesAreTaken)
   EXPECT_EQ(o.ChunkTiles, 3);
   EXPECT_EQ(o.TileShape, (std::vector<int>{ 16, 16, 8, 1, 256, 1, 1 }));
   EXPECT_TRUE(o.ColumnKernelOff);
+  EXPECT_EQ(o.ColumnFootprint, "global");
   EXPECT_EQ(o.NvrtcOptions, (std::vector<std::string>{ "-lineinfo", "-Xptxas=-v" }));
   EXPECT_EQ(o.KernelCacheDirectory, "/tmp/nlm-kernels");
 }
@@ -127,6 +129,8 @@ TEST(NonLocalMeansOverrides, JunkIsRefusedNamingTheVariable)
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_CHUNK_TILES", "0").find("CUDANONLOCALMEANS_CHUNK_TILES"), std::string::npos);
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMNS", "2,2").find("rows,planes,warps,blocks"), std::string::npos);
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMNS", "1,1,64,1").find("warps at most 32"), std::string::npos);
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "L1").find("shared, global or auto"), std::string::npos);
+  EXPECT_EQ(RefusalOf("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "auto"), "");
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_TILE", "8,8").find("CUDANONLOCALMEANS_TILE"), std::string::npos);
   EXPECT_EQ(RefusalOf("CUDANONLOCALMEANS_DEVICE", "0"), "");
 }
