@@ -81,6 +81,8 @@ def main():
     parser.add_argument("--plot", default=None)
     parser.add_argument("--replot", default=None, help="plot this JSON file instead of measuring")
     parser.add_argument("--title", default=None)
+    parser.add_argument("--patches", default=None, help="comma-separated patch sizes instead of each grid's")
+    parser.add_argument("--distances", default=None, help="comma-separated distances instead of each grid's")
     args = parser.parse_args()
     if args.replot:
         with open(args.replot) as f:
@@ -102,7 +104,11 @@ def main():
     if args.title:
         results["title"] = args.title
     for name in args.grids.split(","):
-        g = GRIDS[name]
+        g = dict(GRIDS[name])
+        if args.patches:
+            g["patches"] = [int(v) for v in args.patches.split(",")]
+        if args.distances:
+            g["distances"] = [int(v) for v in args.distances.split(",")]
         image = make_input(g["shape"], 1, "float32")
         path = os.path.join(workdir, f"grid-{name}.mha")
         write_mha(path, image, 1)

@@ -57,6 +57,11 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   {
     key << " t" << v;
   }
+  key << " r" << o.SharedRowsKernelOff;
+  for (int v : o.SharedRowsShape)
+  {
+    key << " r" << v;
+  }
   return key.str();
 }
 } // namespace

@@ -47,12 +47,28 @@ static_assert(DIM == 3 && WIN >= 1, "the column kernel is for 3D with a patch si
 static_assert(!NLM_NOISE_MAP, "the column kernel takes no noise map (the planner picks the tiled kernel)");
 static_assert(T0 == 32 - EXT && T1 * 32 == R * NT && NT % 32 == 0, "one warp per R rows of 32 - EXT voxels");
 
-/** Whether the target term of a shift is added first (a compile-time tag). */
-template <bool TargetFirst>
+/** Whether the target term of a shift is added first: a compile-time tag (two copies of the shift,
+ * no choice in them), or a run-time value (one copy) from patch 5 on, whose shifts are long enough
+ * for the choice not to matter and whose code would otherwise take twice as long to compile. */
+template <bool First>
 struct Order
 {
-  static constexpr bool value = TargetFirst;
+  static constexpr bool
+  TargetFirst()
+  {
+    return First;
+  }
 };
+struct RuntimeOrder
+{
+  bool value;
+  __device__ bool
+  TargetFirst() const
+  {
+    return value;
+  }
+};
+constexpr bool RUNTIME_ORDER = S >= 5;
 
 /** A weight of the column kernel, in its stored form. */
 __device__ __forceinline__ WeightStore
@@ -242,23 +258,16 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
             yc[k] = Value((O == 1) ? keepP[r][q][k] : plus[c + k]);
             yt[k] = Value((O == 1) ? keepM[r][q][k] : minus[c + k]);
           }
-          if constexpr (decltype(order)::value)
-          {
-            ws[r][q] = (ws[r][q] + wt) + wc;
+          // The first and the second term (the target term first when t is lexicographically
+          // positive): a choice made at compile time, or at run time (one copy of the shift).
+          const bool first = order.TargetFirst();
+          const Real w1 = first ? wt : wc;
+          const Real w2 = first ? wc : wt;
+          ws[r][q] = (ws[r][q] + w1) + w2;
 #pragma unroll
-            for (int k = 0; k < K; ++k)
-            {
-              rs[r][q][k] = (rs[r][q][k] + wt * yt[k]) + wc * yc[k];
-            }
-          }
-          else
+          for (int k = 0; k < K; ++k)
           {
-            ws[r][q] = (ws[r][q] + wc) + wt;
-#pragma unroll
-            for (int k = 0; k < K; ++k)
-            {
-              rs[r][q][k] = (rs[r][q][k] + wc * yc[k]) + wt * yt[k];
-            }
+            rs[r][q][k] = (rs[r][q][k] + w1 * (first ? yt[k] : yc[k])) + w2 * (first ? yc[k] : yt[k]);
           }
         }
       }
@@ -271,7 +280,12 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll 1
       for (int t0 = itk::nlm::FirstShift(0, PD); t0 <= PD; ++t0)
       {
-        if (itk::nlm::IsLexicographicallyPositive(t0, t1, t2, 0))
+        const bool positive = itk::nlm::IsLexicographicallyPositive(t0, t1, t2, 0);
+        if (RUNTIME_ORDER)
+        {
+          shift(RuntimeOrder{ positive }, t0, t1, t2);
+        }
+        else if (positive)
         {
           shift(Order<true>(), t0, t1, t2);
         }

@@ -61,6 +61,9 @@ struct KernelConfig
   /** Column kernel: read the footprint from the padded input in global memory (through the L1
    * cache) instead of copying it into shared memory, which then does not grow with the distance. */
   bool GlobalFootprint{ false };
+  /** The shared-rows kernel (itkNonLocalMeansSharedRowsKernel.cu: 3D, patch size >= 3, for large
+   * patches): Tile = { 32 - (PatchSize - 2), ThreadCount / 32, planes, 1 }. */
+  bool SharedRows{ false };
 
   /** The odd patch size along `axis`. */
   int

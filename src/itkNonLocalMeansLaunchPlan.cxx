@@ -46,6 +46,9 @@ constexpr int Registers = 65536;
 constexpr int SharedReservedPerBlock = 1024;
 // Patch 5 takes the column kernel from this distance on (ColumnKernelApplies).
 constexpr int ColumnPatch5FromDistance = 8;
+// The shared-rows kernel's smallest patch and distance by default (SharedRowsKernelPreferred).
+constexpr int SharedRowsFromPatch = 7;
+constexpr int SharedRowsFromDistance = 9;
 // Offsets inside one block's footprint above this need 64-bit indices.
 constexpr double NarrowIndexLimit = 2.0e9;
 
@@ -170,6 +173,55 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
   return base;
 }
 
+/** Whether the 3D shared-rows kernel can serve a problem: 3D, patch size 3 or more, the same patch
+ * and distance on every axis, no noise map, not switched off, no other kernel's shape forced, and
+ * weights that can use the scaled form (as the column kernel). */
+bool
+SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overrides & o)
+{
+  return p.Dimension == 3 && base.PatchSize >= 3 && o.TileShape.empty() && o.ColumnShape.empty() &&
+         !o.SharedRowsKernelOff && !base.NoiseMap && !base.IsAnisotropic() &&
+         std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+}
+
+/** Whether the planner prefers the shared-rows kernel: forced, or patch SharedRowsFromPatch and
+ * distance SharedRowsFromDistance or more. Measured on an H200 (160^3 float64, BENCHMARKS.md "The
+ * shared-rows kernel"): its throughput hardly depends on the distance (5.2e10 voxel-offsets/s at
+ * patch 7, 2.2e10 at patch 11), while the tiled kernel's union boxes grow with it: the tiled kernel
+ * is faster up to distance 7 and slower from 11 on (1.45x at patch 7, 2.3x at patch 11). */
+bool
+SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
+{
+  return !o.SharedRowsShape.empty() ||
+         (base.PatchSize >= SharedRowsFromPatch && base.PatchDistance >= SharedRowsFromDistance);
+}
+
+/** The shared-rows kernel's configuration: {planes, warps, blocks per SM} as forced, else 8 planes
+ * (4 from patch 13 on, whose rings take more registers), 16 warps and one block per SM. */
+KernelConfig
+SharedRowsConfiguration(KernelConfig base, const Overrides & o)
+{
+  std::vector<int> shape = { base.PatchSize <= 11 ? 8 : 4, 16, 1 };
+  if (!o.SharedRowsShape.empty())
+  {
+    shape = o.SharedRowsShape;
+    shape[2] = std::min(shape[2], ResidentThreads / 32 / shape[1]);
+  }
+  while (shape[0] > 1 && shape[0] * (base.Components + 1) > MostAccumulators)
+  {
+    shape[0] /= 2;
+  }
+  base.SharedRows = true;
+  base.Tile[0] = 32 - (base.PatchSize - 2);
+  base.Tile[1] = shape[1];
+  base.Tile[2] = shape[0];
+  base.Tile[3] = 1;
+  base.ThreadCount = 32 * shape[1];
+  base.ZSegments = 1;
+  base.MinBlocks = shape[2];
+  return base;
+}
+
 /** Tile extents to try per axis (dimension `n`): {T0, T1, T2, T3}. Along axis 0 the preferred
  * extent makes a row of patch terms fill one warp exactly. */
 std::vector<std::vector<int>>
@@ -261,13 +313,16 @@ CandidateConfigurations(const KernelConfig & base)
   return candidates;
 }
 
-/** The tiled configuration of least estimated cost among the candidates (or the forced shape). */
+/** The tiled configuration of least estimated cost among the candidates (or the forced shape).
+ * When none fits the device: `*fits` false where `fits` is given, else an exception naming the
+ * fix. */
 KernelConfig
 ChooseTiledShape(const Problem &         p,
                  const KernelConfig &    base,
                  const DeviceLimits &    limits,
                  const Overrides &       o,
-                 const PlanningAborted & aborted)
+                 const PlanningAborted & aborted,
+                 bool *                  fits)
 {
   const bool   forced = !o.TileShape.empty();
   const auto   candidates = forced ? std::vector<std::vector<int>>{ o.TileShape } : CandidateConfigurations(base);
@@ -306,6 +361,11 @@ ChooseTiledShape(const Problem &         p,
       bestCost = cost;
       best = k;
     }
+  }
+  if (!std::isfinite(bestCost) && fits != nullptr)
+  {
+    *fits = false; // the caller has another kernel
+    return base;
   }
   if (!std::isfinite(bestCost))
   {
@@ -555,6 +615,13 @@ ChooseConfiguration(const Problem &         p,
   {
     return ClassicConfiguration(base);
   }
+  const bool         rowsServe = SharedRowsKernelServes(p, base, o);
+  const KernelConfig rows = SharedRowsConfiguration(base, o);
+  const bool         rowsFit = rows.SharedBytes() <= static_cast<std::size_t>(limits.SharedPerBlockOptIn);
+  if (rowsServe && rowsFit && SharedRowsKernelPreferred(base, o))
+  {
+    return rows;
+  }
   if (ColumnKernelApplies(p, base, o))
   {
     bool               found = false;
@@ -564,7 +631,9 @@ ChooseConfiguration(const Problem &         p,
       return columns;
     }
   }
-  return ChooseTiledShape(p, base, limits, o, aborted);
+  bool               tiledFits = true;
+  const KernelConfig tiled = ChooseTiledShape(p, base, limits, o, aborted, rowsServe && rowsFit ? &tiledFits : nullptr);
+  return tiledFits ? tiled : rows; // where no tiled configuration fits the device
 }
 
 LaunchPlan

@@ -106,9 +106,10 @@ EstimateCost(const KernelConfig & config, int sharedPerMultiprocessor);
 /** Asked between the candidates of the planner: true stops planning with ProcessAborted. */
 using PlanningAborted = std::function<bool()>;
 
-/** The kernel configuration for a problem on a device: the column kernel when it applies and fits,
- * else the tiled configuration of least estimated cost. Throws when none fits the device, and
- * ProcessAborted when `aborted` (may be empty) says so. */
+/** The kernel configuration for a problem on a device: in 3D the shared-rows kernel for large
+ * patches at large distances, the column kernel for small patches; else the tiled configuration of
+ * least estimated cost, or in 3D the shared-rows kernel where no tiled configuration fits. Throws
+ * when none fits the device, and ProcessAborted when `aborted` (may be empty) says so. */
 CudaNonLocalMeans_EXPORT KernelConfig
 ChooseConfiguration(const NonLocalMeansBackend::Problem & problem,
                     const DeviceLimits &                  limits,

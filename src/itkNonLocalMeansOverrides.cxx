@@ -212,6 +212,18 @@ ReadTuningSeams(Overrides & o)
     Refuse(o, "CUDANONLOCALMEANS_COLUMN_FOOTPRINT", footprint, "shared, global or auto");
   }
 
+  const std::string sharedRows = Variable("CUDANONLOCALMEANS_SHARED_ROWS");
+  if (sharedRows == "0")
+  {
+    o.SharedRowsKernelOff = true;
+  }
+  else if (!sharedRows.empty() && !(ParsePositiveList(sharedRows, o.SharedRowsShape) && o.SharedRowsShape.size() == 3 &&
+                                    o.SharedRowsShape[1] <= 32))
+  {
+    o.SharedRowsShape.clear();
+    Refuse(o, "CUDANONLOCALMEANS_SHARED_ROWS", sharedRows, "0 or planes,warps,blocks (warps at most 32)");
+  }
+
   const std::string tile = Variable("CUDANONLOCALMEANS_TILE");
   if (!tile.empty() && !(ParsePositiveList(tile, o.TileShape) && o.TileShape.size() >= 5 && o.TileShape.size() <= 7))
   {

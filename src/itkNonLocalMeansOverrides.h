@@ -74,6 +74,10 @@ struct Overrides
   /** CUDANONLOCALMEANS_COLUMN_FOOTPRINT=shared|global: where the column kernel reads its footprint
    * ("" or auto: the planner's choice). */
   std::string ColumnFootprint;
+  /** CUDANONLOCALMEANS_SHARED_ROWS=planes,warps,blocks: a forced shape of the 3D shared-rows
+   * kernel (empty: the planner's choice); =0 sets SharedRowsKernelOff. */
+  std::vector<int> SharedRowsShape;
+  bool             SharedRowsKernelOff{ false };
   /** CUDANONLOCALMEANS_TILE=t0,t1,t2,t3,threads[,segments[,blocks]]: a forced tiled-kernel shape. */
   std::vector<int> TileShape;
   /** CUDANONLOCALMEANS_LIST_CONFIGURATIONS: print the planner's ranking to standard output. */

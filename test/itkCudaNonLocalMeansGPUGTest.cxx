@@ -384,6 +384,65 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
   SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
 }
 
+TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
+{
+  // The shared-rows kernel (3D, large patches): chosen by the planner and forced, with sizes that
+  // are not whole tiles, distances beyond the image, channels, both element types, the Rician model
+  // with a mask, and single precision (against the tiled kernel's, the same float arithmetic).
+  struct Case
+  {
+    const char * name;
+    int          patch, distance;
+    const char * shape; // CUDANONLOCALMEANS_SHARED_ROWS (nullptr: the planner's)
+  };
+  const Case cases[] = {
+    { "p7 d11 chosen", 7, 11, nullptr },
+    { "p9 d9 chosen", 9, 9, nullptr },
+    { "p13 d10 chosen (4 planes)", 13, 10, nullptr },
+    { "p9 d3 forced 8,16,1", 9, 3, "8,16,1" },
+    { "p3 d4 forced 8,4,1", 3, 4, "8,4,1" },
+    { "p5 d6 forced 4,16,1", 5, 6, "4,16,1" },
+    { "p7 d2 forced 16,8,2", 7, 2, "16,8,2" },
+    { "p11 d1 forced 2,32,1", 11, 1, "2,32,1" },
+  };
+  const auto floats = Image<F3>({ 45, 37, 29 }, 1, 71);
+  const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 72);
+  const auto colours = Image<VF3>({ 21, 19, 14 }, 3, 73);
+  for (const auto & c : cases)
+  {
+    SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", c.shape);
+    const Params params{ c.patch, c.distance, 0.1, 0.05 };
+    auto         check = [&](const auto * input, Params p, const std::string & what) {
+      using ImageType = std::remove_cv_t<std::remove_pointer_t<decltype(input)>>;
+      std::string info;
+      const auto  cpu = Compute<ImageType>(input, p, BackendEnum::CPU);
+      const auto  gpu = Compute<ImageType>(input, p, BackendEnum::CUDA, &info);
+      Check(itk::nlm_test::CountDifferences(
+              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), what) == 0 &&
+              info.find("shared rows") != std::string::npos,
+            std::string(c.name) + ", " + what + " (" + info + ") == CPU");
+    };
+    check(floats.GetPointer(), params, "float");
+    check(doubles.GetPointer(), params, "double");
+    check(colours.GetPointer(), params, "3-channel float");
+    check(doubles.GetPointer(), With<3>(params, doubles.GetPointer(), true, false, true, 74), "double, Rician, mask");
+    Params single = params;
+    single.single = true;
+    std::string info;
+    const auto  rows = Compute<F3>(floats.GetPointer(), single, BackendEnum::CUDA, &info);
+    SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", "0");
+    SetEnv("CUDANONLOCALMEANS_COLUMNS", "0");
+    std::string tiledInfo;
+    const auto  tiled = Compute<F3>(floats.GetPointer(), single, BackendEnum::CUDA, &tiledInfo);
+    SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+    Check(itk::nlm_test::CountDifferences(
+            tiled.GetPointer(), rows.GetPointer(), floats->GetLargestPossibleRegion(), "single") == 0 &&
+            info.find("shared rows") != std::string::npos && tiledInfo.find("z-segments") != std::string::npos,
+          std::string(c.name) + ", single precision (" + info + ") == (" + tiledInfo + ")");
+  }
+  SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", nullptr);
+}
+
 TEST(CudaNonLocalMeansGPU, TheExtensionsEqualTheCPUBackendBitwise)
 {
   // Rician, noise maps and masks (contract section 6) on the tiled and the column kernel, in 2D,
@@ -610,8 +669,8 @@ TEST(CudaNonLocalMeansGPU, TileShapesSlabSplitsAndStreamingChangeNoBit)
       sameWith("CUDANONLOCALMEANS_COLUMNS", columns, std::string("forced columns ") + columns, "columns");
     }
     sameWith("CUDANONLOCALMEANS_COLUMNS", "0", "tiled kernel chosen in 3D", "z-segments");
-    // From patch 5 on the tiled kernel is the default; the column kernel still serves these
-    // patches when its shape is forced.
+    // From patch 5 on at small distances the tiled kernel is the default; the column kernel still
+    // serves these patches when its shape is forced.
     for (int patch : { 5, 7, 11 })
     {
       const Params      params{ patch, 2, 0.1, 0.05 };

@@ -52,7 +52,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     bool inDouble, outDouble, single, wide;
     int  rows;     // column kernel (0: tiled)
     int  features; // 1: Rician, 2: noise map, 3: both; 4: the classic kernel (slow mode); 8: the
-                   // column kernel's footprint from global memory
+                   // column kernel's footprint from global memory; 16: the shared-rows kernel
   };
   std::vector<Variant> variants = {
     // 2D tiles
@@ -88,6 +88,12 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 1, 3, 21, 31, 16, 2, 1, 256, 1, true, true, false, true, 2, 8 },
     { 3, 3, 3, 11, 31, 4, 4, 1, 128, 1, false, false, true, false, 1, 8 },
     { 3, 1, 5, 15, 29, 8, 2, 1, 128, 1, true, true, false, false, 2, 9 },
+    // The 3D shared-rows kernel (large patches): {..., t0 = 32 - (s - 2), warps = t1, planes = t2}
+    { 3, 1, 7, 11, 27, 16, 8, 1, 512, 1, false, false, false, false, 0, 16 },
+    { 3, 1, 7, 11, 27, 16, 8, 1, 512, 1, true, true, false, true, 0, 16 },
+    { 3, 1, 11, 5, 23, 8, 16, 1, 256, 1, false, true, true, false, 0, 16 },
+    { 3, 3, 5, 3, 29, 16, 4, 1, 512, 1, false, false, false, false, 0, 17 },
+    { 3, 1, 21, 21, 13, 16, 4, 1, 512, 1, true, true, false, false, 0, 17 },
     // 4D tiles
     { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false },
     { 4, 2, 3, 1, 16, 8, 4, 2, 256, 1, false, false, false, false },
@@ -172,6 +178,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.NoiseMap = (v.features & 2) != 0;
     c.Classic = (v.features & 4) != 0;
     c.GlobalFootprint = (v.features & 8) != 0;
+    c.SharedRows = (v.features & 16) != 0;
     for (int arch : archs)
     {
       try

@@ -164,7 +164,14 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
               EXPECT_LE(c.Threads(), 1024);
               EXPECT_LE(c.Threads() * c.MinBlocks, 2048);
               EXPECT_EQ(c.PatchSize, NonLocalMeansBackend::EffectivePatchSize(patch));
-              if (c.Rows > 0)
+              if (c.SharedRows)
+              {
+                EXPECT_EQ(n, 3u) << "the shared-rows kernel is 3D only";
+                EXPECT_GE(c.PatchSize, 7) << "the shared-rows kernel serves patches from 7 on unless forced";
+                EXPECT_EQ(c.Tile[0], 32 - (c.PatchSize - 2));
+                EXPECT_EQ(c.Threads(), 32 * c.Tile[1]);
+              }
+              else if (c.Rows > 0)
               {
                 EXPECT_EQ(n, 3u) << "the column kernel is 3D only";
                 EXPECT_TRUE(c.PatchSize == 3 || (c.PatchSize == 5 && distance >= 8))
@@ -254,6 +261,45 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
   const KernelConfig s = itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 5), h200, shared);
   EXPECT_FALSE(s.GlobalFootprint);
   EXPECT_GT(s.SharedBytes(), 0u);
+}
+
+TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDistances)
+{
+  // Preferred from patch 7 and distance 9 on; below, the tiled kernel unless none fits.
+  const DeviceLimits h200 = RealDevices().back().Limits;
+  for (int patch : { 7, 9, 11, 13, 21 })
+  {
+    EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 8), h200, Overrides{}).SharedRows)
+      << "patch " << patch;
+    for (int distance : { 9, 11, 21 })
+    {
+      const KernelConfig c =
+        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
+      EXPECT_TRUE(c.SharedRows) << c.Describe();
+      EXPECT_EQ(c.Tile[2], patch <= 11 ? 8 : 4) << c.Describe();
+      EXPECT_LE(c.SharedBytes(), 48u * 1024u) << "no opt-in needed: " << c.Describe();
+    }
+  }
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 11), h200, Overrides{}).SharedRows)
+    << "patch 5: the column kernel";
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).SharedRows);
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 9, 8, 7, 6 }, 7, 1), h200, Overrides{}).SharedRows);
+  // A GTX 1080 Ti (48 KB of shared memory per block): patch 11 at distance 7 fits no tiled
+  // configuration, so the shared-rows kernel serves it.
+  const DeviceLimits gtx = RealDevices().front().Limits;
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 11, 7), gtx, Overrides{}).SharedRows);
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 11, 3), gtx, Overrides{}).SharedRows);
+  Overrides off, forced;
+  off.SharedRowsKernelOff = true;
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 7, 11), h200, off).SharedRows);
+  forced.SharedRowsShape = { 4, 8, 2 };
+  const KernelConfig f = itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 3), h200, forced);
+  EXPECT_TRUE(f.SharedRows);
+  EXPECT_EQ(f.Tile[0], 31);
+  EXPECT_EQ(f.Tile[1], 8);
+  EXPECT_EQ(f.Tile[2], 4);
+  EXPECT_EQ(f.ThreadCount, 256);
+  EXPECT_EQ(f.MinBlocks, 2);
 }
 
 TEST(NonLocalMeansLaunchPlan, ForcedShapesAreUsed)

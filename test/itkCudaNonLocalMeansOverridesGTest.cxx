@@ -84,6 +84,7 @@ TEST(NonLocalMeansOverrides, ValidValuesAreTaken)
   const ScopedVariable tile("CUDANONLOCALMEANS_TILE", "16,16,8,1,256");
   const ScopedVariable columns("CUDANONLOCALMEANS_COLUMNS", "0");
   const ScopedVariable footprint("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "global");
+  const ScopedVariable sharedRows("CUDANONLOCALMEANS_SHARED_ROWS", "4,8,2");
   const ScopedVariable options("CUDANONLOCALMEANS_NVRTC_OPTIONS", " -lineinfo  -Xptxas=-v ");
   const ScopedVariable cache("CUDANONLOCALMEANS_KERNEL_CACHE_DIR", "/tmp/nlm-kernels");
   const auto           o = itk::nlm::ReadOverrides();
@@ -94,6 +95,7 @@ TEST(NonLocalMeansOverrides, ValidValuesAreTaken)
   EXPECT_EQ(o.TileShape, (std::vector<int>{ 16, 16, 8, 1, 256, 1, 1 }));
   EXPECT_TRUE(o.ColumnKernelOff);
   EXPECT_EQ(o.ColumnFootprint, "global");
+  EXPECT_EQ(o.SharedRowsShape, (std::vector<int>{ 4, 8, 2 }));
   EXPECT_EQ(o.NvrtcOptions, (std::vector<std::string>{ "-lineinfo", "-Xptxas=-v" }));
   EXPECT_EQ(o.KernelCacheDirectory, "/tmp/nlm-kernels");
 }
@@ -131,6 +133,12 @@ TEST(NonLocalMeansOverrides, JunkIsRefusedNamingTheVariable)
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMNS", "1,1,64,1").find("warps at most 32"), std::string::npos);
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "L1").find("shared, global or auto"), std::string::npos);
   EXPECT_EQ(RefusalOf("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "auto"), "");
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_SHARED_ROWS", "8,16").find("planes,warps,blocks"), std::string::npos);
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_SHARED_ROWS", "8,33,1").find("warps at most 32"), std::string::npos);
+  {
+    const ScopedVariable off("CUDANONLOCALMEANS_SHARED_ROWS", "0");
+    EXPECT_TRUE(itk::nlm::ReadOverrides().SharedRowsKernelOff);
+  }
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_TILE", "8,8").find("CUDANONLOCALMEANS_TILE"), std::string::npos);
   EXPECT_EQ(RefusalOf("CUDANONLOCALMEANS_DEVICE", "0"), "");
 }
