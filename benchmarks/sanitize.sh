@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the CUDA kernels under compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on small
 # inputs that cover every code path: the 3D column kernel (patch size 3 and 5, channels, a forced
-# shape, staged copies, uploads in pieces), the tiled kernel's warp-row and per-cell first pass, 2D/3D/4D, patch size 1,
+# shape, staged copies, uploads in pieces, the footprint in shared and in global memory), the
+# shared-rows kernel, the tiled kernel's warp-row and per-cell first pass, 2D/3D/4D, patch size 1,
 # slabs. Usage: [TOOLS="memcheck racecheck"] benchmarks/sanitize.sh PATH/TO/CudaNonLocalMeansDenoise WORKDIR
 set -uo pipefail
 program=$1; work=$2; mkdir -p "$work"
@@ -15,6 +16,7 @@ write_mha(f"{w}/g3.mha", (0.5 + 0.1 * r.standard_normal((20, 22, 24))).astype(np
 write_mha(f"{w}/rgb2.mha", (0.5 + 0.1 * r.standard_normal((30, 28, 3))).astype(np.float64), 3)
 write_mha(f"{w}/g4.mha", (0.5 + 0.1 * r.standard_normal((6, 7, 8, 9))).astype(np.float32))
 write_mha(f"{w}/c3.mha", (0.5 + 0.1 * r.standard_normal((12, 14, 16, 2))).astype(np.float32), 2)
+write_mha(f"{w}/s3.mha", (0.5 + 0.1 * r.standard_normal((9, 10, 11))).astype(np.float64))
 PY
 status=0
 run() { # tool, env, arguments...
@@ -40,5 +42,15 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256 CUDANONLOCALMEANS_CHUNK_TILES=2" --input "$work/g4.mha" --patch-size 3 --patch-distance 1 --h 0.1
   run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256 CUDANONLOCALMEANS_CHUNK_TILES=1" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
   run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=1024 CUDANONLOCALMEANS_CHUNK_TILES=3" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
+  # The column kernel reading its footprint from global memory (chosen from distance 4 on at patch
+  # 3; forced; patch 5, whose shifts choose their order at run time, with channels).
+  run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 5 --h 0.1 --sigma 0.05
+  run $tool "CUDANONLOCALMEANS_COLUMN_FOOTPRINT=global" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
+  run $tool "" --input "$work/c3.mha" --patch-size 5 --patch-distance 8 --h 0.1
+  # The shared-rows kernel: chosen (patch 7, distance 9; an image smaller than the padding), forced
+  # shapes with channels and with several blocks per SM.
+  run $tool "" --input "$work/s3.mha" --patch-size 7 --patch-distance 9 --h 0.1 --sigma 0.05
+  run $tool "CUDANONLOCALMEANS_SHARED_ROWS=4,8,2" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1
+  run $tool "CUDANONLOCALMEANS_SHARED_ROWS=8,16,1" --input "$work/g3.mha" --patch-size 7 --patch-distance 2 --h 0.1
 done
 exit $status
