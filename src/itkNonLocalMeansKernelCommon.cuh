@@ -49,12 +49,14 @@
 //   NLM_REAL_IS_FLOAT 1 for float arithmetic
 //   NLM_INDEX      integer type of offsets inside a block's footprint: int or long long
 //   NLM_ROWS       column kernel: rows along axis 1 per thread
+//   NLM_COLUMN_GLOBAL 1: the column kernel reads its footprint from global memory
 //   NLM_RICIAN     1: Rician noise model (terms add w * Y^2; the output is bias-corrected)
 //   NLM_NOISE_MAP  1: a padded sigma^2 per cell (FastKernelParameters::noiseMap) gives the noise
 //                  term of every pair of grid points (tiled kernel only)
 //
 // The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (3D, patch size 3 or
-// more) in itkNonLocalMeansColumnKernel.cu; the host compiles one of them per configuration.
+// more) in itkNonLocalMeansColumnKernel.cu, the shared-rows kernel (3D, patch size 3 to 21) in
+// itkNonLocalMeansSharedRowsKernel.cu; the host compiles one of them per configuration.
 
 #include "itkNonLocalMeansNumerics.h"
 #include "itkNonLocalMeansKernelParameters.h"

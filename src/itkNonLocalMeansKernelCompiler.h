@@ -54,7 +54,7 @@ struct KernelConfig
   bool Rician{ false };          // Rician noise model: squared values, the bias-corrected output
   bool NoiseMap{ false };        // a padded sigma^2 per cell (tiled kernel only)
   bool Classic{ false };         // slow mode: the classic kernel (itkNonLocalMeansClassicKernel.cu)
-  /** 0: the tiled kernel (itkNonLocalMeansTiledKernel.cu). Otherwise the column kernel
+  /** 0: the tiled or the shared-rows kernel (itkNonLocalMeansTiledKernel.cu, SharedRows). Otherwise the column kernel
    * (itkNonLocalMeansColumnKernel.cu: 3D, patch size >= 3) with this many rows along axis 1 per
    * thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 }. */
   int Rows{ 0 };

@@ -49,6 +49,8 @@ constexpr int ColumnPatch5FromDistance = 8;
 // The shared-rows kernel's smallest patch and distance by default (SharedRowsKernelPreferred).
 constexpr int SharedRowsFromPatch = 7;
 constexpr int SharedRowsFromDistance = 9;
+// The largest patch the shared-rows kernel takes (SharedRowsKernelServes).
+constexpr int MostSharedRowsPatch = 21;
 // Offsets inside one block's footprint above this need 64-bit indices.
 constexpr double NarrowIndexLimit = 2.0e9;
 
@@ -98,7 +100,7 @@ ClassicConfiguration(KernelConfig base)
 /** Whether the 3D column kernel applies: 3D, patch 3, or patch 5 from ColumnPatch5FromDistance on
  * (3 to 11 when its shape is forced), not switched off, and weights that can use the scaled form
  * (-kExpA / norm a finite double: h above about 1e-151). Measured on an H200 (160^3 float64,
- * BENCHMARKS.md "The column kernel at any distance"): at patch 3 it is 2.8x to 13x faster than the
+ * BENCHMARKS.md "Kernels for large distances and patches"): at patch 3 it is 2.8x to 13x faster than the
  * tiled kernel at every distance; at patch 5 it is slower at distance 3, level at 7 and 1.65x faster
  * at 11; from patch 7 on the tiled kernel is faster and compiles in a fraction of the time. */
 bool
@@ -113,7 +115,8 @@ ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Override
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
  * H200 (BENCHMARKS.md); `found` false when none fits. The footprint is read from global memory
- * where a copy in shared memory would cost resident blocks (from distance 4 on at patch 3), or as
+ * where a copy in shared memory would cost resident blocks (from distance 4 on at patch 3 in float64
+ * arithmetic), or as
  * Overrides::ColumnFootprint says. */
 KernelConfig
 ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const Overrides & o, bool & found)
@@ -173,22 +176,23 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
   return base;
 }
 
-/** Whether the 3D shared-rows kernel can serve a problem: 3D, patch size 3 or more, the same patch
+/** Whether the 3D shared-rows kernel can serve a problem: 3D, patch size 3 to MostSharedRowsPatch
+ * (the range its compile-time and GPU tests cover; a row's window must fit a warp), the same patch
  * and distance on every axis, no noise map, not switched off, no other kernel's shape forced, and
  * weights that can use the scaled form (as the column kernel). */
 bool
 SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
-  return p.Dimension == 3 && base.PatchSize >= 3 && o.TileShape.empty() && o.ColumnShape.empty() &&
-         !o.SharedRowsKernelOff && !base.NoiseMap && !base.IsAnisotropic() &&
+  return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= MostSharedRowsPatch && o.TileShape.empty() &&
+         o.ColumnShape.empty() && !o.SharedRowsKernelOff && !base.NoiseMap && !base.IsAnisotropic() &&
          std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
 /** Whether the planner prefers the shared-rows kernel: forced, or patch SharedRowsFromPatch and
- * distance SharedRowsFromDistance or more. Measured on an H200 (160^3 float64, BENCHMARKS.md "The
- * shared-rows kernel"): its throughput hardly depends on the distance (5.2e10 voxel-offsets/s at
+ * distance SharedRowsFromDistance or more. Measured on an H200 (160^3 float64, BENCHMARKS.md "Kernels
+ * for large distances and patches"): its throughput hardly depends on the distance (5.2e10 voxel-offsets/s at
  * patch 7, 2.2e10 at patch 11), while the tiled kernel's union boxes grow with it: the tiled kernel
- * is faster up to distance 7 and slower from 11 on (1.45x at patch 7, 2.3x at patch 11). */
+ * is faster up to distance 7 and slower from 11 on (1.4x at patch 7, 2.6x at patch 11). */
 bool
 SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
 {

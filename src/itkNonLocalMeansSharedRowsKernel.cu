@@ -29,7 +29,7 @@
 // 32 - (s0 - 2) lanes are output voxels), and their accumulators in registers. For each shift, the
 // block marches through the T2 + s2 - 2 planes the tile's patches cover; per plane:
 //   1. the warps compute the sums along axis 0 of the patch terms D(+t) and D(-t) of the
-//      T1 + s1 - 2 rows (a row per warp and sign in turn; the terms of the neighbours by shuffles)
+//      T1 + s1 - 2 rows (a row per warp and sign in turn; the terms of the neighbors by shuffles)
 //      into one of two buffers in shared memory;
 //   2. after one barrier, each thread sums its rows along axis 1 from shared memory, keeps the
 //      last s2 - 1 of those sums in registers, and once the march has passed its voxel's patch
@@ -48,7 +48,9 @@ constexpr int UNITS = 2 * ROWS;       // (row, sign) pairs per plane
 constexpr int BUFFER = 2 * ROWS * 32; // one buffer: both signs
 static_assert(DIM == 3 && WIN0 >= 2 && WIN1 >= 2 && WIN2 >= 2, "the shared-rows kernel is for 3D, patch size >= 3");
 static_assert(!NLM_NOISE_MAP, "the shared-rows kernel takes no noise map (the planner picks the tiled kernel)");
-static_assert(T0 == 32 - EXT0 && NW == T1 && NT % 32 == 0, "one warp per row of 32 - (s0 - 2) voxels");
+static_assert(T0 == 32 - EXT0 && T0 >= 1 && NW == T1 && NT % 32 == 0, "one warp per row of 32 - (s0 - 2) voxels");
+static_assert(PD0 == PD && PD1 == PD && PD2 == PD && O0 == O && O1 == O && O2 == O,
+              "the same patch and distance on every axis");
 
 /** A weight, in its stored form (the column kernel's scaled form in float64). */
 __device__ __forceinline__ WeightStore
@@ -112,9 +114,9 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     }
   }
 
-  // The buffer of plane pl is (pl + parity) % 2: the march has an odd number of planes, so the
-  // parity alternates between the shifts and the first plane of a shift never overwrites the
-  // buffer the last plane of the shift before is still read from.
+  // The buffer of a plane is the count of planes marched so far (in this and the earlier shifts)
+  // modulo 2: whatever the number of planes per shift, a plane's buffer was last read two planes
+  // earlier, before the barrier that ended the plane in between.
   int parity = 0;
   // Per shift: the ring of the sums along axes 0 and 1 of the last WIN2 planes, for +t and -t.
   Real ringP[WIN2];
@@ -232,7 +234,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     }
   }
 
-  // Normalise and store the voxels inside the output region.
+  // Normalize and store the voxels inside the output region.
   const long long g0 = c0 * T0 + lane;
   const long long g1 = c1 * T1 + warp;
   const long long g2 = c2 * T2;

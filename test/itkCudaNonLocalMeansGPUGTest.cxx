@@ -344,7 +344,7 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
   };
   const auto floats = Image<F3>({ 45, 37, 29 }, 1, 61);
   const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 62);
-  const auto colours = Image<VF3>({ 21, 19, 14 }, 3, 63);
+  const auto colors = Image<VF3>({ 21, 19, 14 }, 3, 63);
   for (const auto & c : cases)
   {
     SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", c.footprint);
@@ -362,7 +362,7 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
     };
     check(floats.GetPointer(), params, "float");
     check(doubles.GetPointer(), params, "double");
-    check(colours.GetPointer(), params, "3-channel float");
+    check(colors.GetPointer(), params, "3-channel float");
     {
       // Single precision is not the CPU's arithmetic: the global footprint against the shared one.
       Params single = params;
@@ -407,7 +407,7 @@ TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
   };
   const auto floats = Image<F3>({ 45, 37, 29 }, 1, 71);
   const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 72);
-  const auto colours = Image<VF3>({ 21, 19, 14 }, 3, 73);
+  const auto colors = Image<VF3>({ 21, 19, 14 }, 3, 73);
   for (const auto & c : cases)
   {
     SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", c.shape);
@@ -424,7 +424,7 @@ TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
     };
     check(floats.GetPointer(), params, "float");
     check(doubles.GetPointer(), params, "double");
-    check(colours.GetPointer(), params, "3-channel float");
+    check(colors.GetPointer(), params, "3-channel float");
     check(doubles.GetPointer(), With<3>(params, doubles.GetPointer(), true, false, true, 74), "double, Rician, mask");
     Params single = params;
     single.single = true;

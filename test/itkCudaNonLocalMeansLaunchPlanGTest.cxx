@@ -289,6 +289,22 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
   const DeviceLimits gtx = RealDevices().front().Limits;
   EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 11, 7), gtx, Overrides{}).SharedRows);
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 11, 3), gtx, Overrides{}).SharedRows);
+  // Beyond patch 21 (at 35 a row's window would not fit a warp) it never serves: the tiled kernel,
+  // or the refusal that names the fix.
+  for (int patch : { 23, 33, 35, 51 })
+  {
+    try
+    {
+      EXPECT_FALSE(
+        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 11), h200, Overrides{}).SharedRows)
+        << "patch " << patch;
+    }
+    catch (const itk::ExceptionObject & e)
+    {
+      EXPECT_NE(std::string(e.GetDescription()).find("use a smaller PatchDistance or the CPU backend"),
+                std::string::npos);
+    }
+  }
   Overrides off, forced;
   off.SharedRowsKernelOff = true;
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 7, 11), h200, off).SharedRows);
