@@ -70,16 +70,6 @@ struct RuntimeOrder
 };
 constexpr bool RUNTIME_ORDER = S >= 5;
 
-/** A weight of the column kernel, in its stored form. */
-__device__ __forceinline__ WeightStore
-ColumnWeight(Real raw, Real norm, Real invNorm, double negScale, bool half)
-{
-#if NLM_REAL_IS_FLOAT
-  return Weight(raw, norm, invNorm, half);
-#else
-  return itk::nlm::FastModeWeightHighWordScaled(raw, norm, negScale, half);
-#endif
-}
 } // namespace
 
 extern "C" __global__ void
@@ -247,8 +237,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
             rawP = rawP + ringP[r][j];
             rawM = rawM + ringM[r][j];
           }
-          const Real  wc = Unpack(ColumnWeight(rawP, norm, invNorm, negScale, half));
-          const Real  wt = Unpack(ColumnWeight(rawM, norm, invNorm, negScale, half));
+          const Real  wc = Unpack(ScaledWeight(rawP, norm, invNorm, negScale, half));
+          const Real  wt = Unpack(ScaledWeight(rawM, norm, invNorm, negScale, half));
           const Index c = centre + (r * fx + q * fxy) * K;
           Real        yc[K];
           Real        yt[K];

@@ -142,6 +142,20 @@ Weight(Real raw, Real norm, Real invNorm, bool half)
 #endif
 }
 
+/** A weight in its stored form in the kernels that evaluate both weights of a pair per voxel
+ * (column, shared rows): in float64 the scaled form (contract 3a), which needs p.negScale finite. */
+__device__ __forceinline__ WeightStore
+ScaledWeight(Real raw, Real norm, Real invNorm, double negScale, bool half)
+{
+#if NLM_REAL_IS_FLOAT
+  (void)negScale;
+  return Weight(raw, norm, invNorm, half);
+#else
+  (void)invNorm;
+  return itk::nlm::FastModeWeightHighWordScaled(raw, norm, negScale, half);
+#endif
+}
+
 /** A stored weight as a number. */
 __device__ __forceinline__ Real
 Unpack(WeightStore w)

@@ -52,19 +52,6 @@ static_assert(T0 == 32 - EXT0 && T0 >= 1 && NW == T1 && NT % 32 == 0, "one warp 
 static_assert(PD0 == PD && PD1 == PD && PD2 == PD && O0 == O && O1 == O && O2 == O,
               "the same patch and distance on every axis");
 
-/** A weight, in its stored form (the column kernel's scaled form in float64). */
-__device__ __forceinline__ WeightStore
-RowsWeight(Real raw, Real norm, Real invNorm, double negScale, bool half)
-{
-#if NLM_REAL_IS_FLOAT
-  (void)negScale;
-  return Weight(raw, norm, invNorm, half);
-#else
-  (void)invNorm;
-  return itk::nlm::FastModeWeightHighWordScaled(raw, norm, negScale, half);
-#endif
-}
-
 } // namespace
 
 extern "C" __global__ void
@@ -190,8 +177,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         rawP = rawP + ringP[j];
         rawM = rawM + ringM[j];
       }
-      const Real   wc = Unpack(RowsWeight(rawP, norm, invNorm, negScale, half));
-      const Real   wt = Unpack(RowsWeight(rawM, norm, invNorm, negScale, half));
+      const Real   wc = Unpack(ScaledWeight(rawP, norm, invNorm, negScale, half));
+      const Real   wt = Unpack(ScaledWeight(rawM, norm, invNorm, negScale, half));
       const Real   w1 = targetFirst ? wt : wc;
       const Real   w2 = targetFirst ? wc : wt;
       const Real * x = own + centre + q * fxy * K;

@@ -43,7 +43,6 @@
 #include <limits>
 #include <sstream>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 namespace
@@ -323,6 +322,24 @@ With(Params p, const itk::ImageBase<VDimension> * image, bool rician, bool map, 
 }
 } // namespace
 
+namespace
+{
+/** Expects the CUDA backend's output to equal the CPU backend's bit for bit, computed by a
+ * configuration whose description contains `kernel`. */
+template <typename TImage>
+void
+ExpectTheCPUBackendsOutputFrom(const TImage * input, const Params & p, const char * kernel, const std::string & what)
+{
+  std::string info;
+  const auto  cpu = Compute<TImage>(input, p, BackendEnum::CPU);
+  const auto  gpu = Compute<TImage>(input, p, BackendEnum::CUDA, &info);
+  Check(itk::nlm_test::CountDifferences(cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), what) ==
+            0 &&
+          info.find(kernel) != std::string::npos,
+        what + " (" + info + ") == CPU");
+}
+} // namespace
+
 TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackendBitwise)
 {
   // The column kernel with its footprint read from global memory: forced, and chosen by the
@@ -350,15 +367,8 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
     SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", c.footprint);
     SetEnv("CUDANONLOCALMEANS_COLUMNS", c.columns);
     const Params params{ c.patch, c.distance, 0.1, 0.05 };
-    auto         check = [&](const auto * input, Params p, const std::string & what) {
-      using ImageType = std::remove_cv_t<std::remove_pointer_t<decltype(input)>>;
-      std::string info;
-      const auto  cpu = Compute<ImageType>(input, p, BackendEnum::CPU);
-      const auto  gpu = Compute<ImageType>(input, p, BackendEnum::CUDA, &info);
-      const auto  region = input->GetLargestPossibleRegion();
-      Check(itk::nlm_test::CountDifferences(cpu.GetPointer(), gpu.GetPointer(), region, what) == 0 &&
-              info.find("from global memory") != std::string::npos,
-            std::string(c.name) + ", " + what + " (" + info + ") == CPU");
+    auto         check = [&](const auto * input, const Params & p, const std::string & what) {
+      ExpectTheCPUBackendsOutputFrom(input, p, "from global memory", std::string(c.name) + ", " + what);
     };
     check(floats.GetPointer(), params, "float");
     check(doubles.GetPointer(), params, "double");
@@ -412,15 +422,8 @@ TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
   {
     SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", c.shape);
     const Params params{ c.patch, c.distance, 0.1, 0.05 };
-    auto         check = [&](const auto * input, Params p, const std::string & what) {
-      using ImageType = std::remove_cv_t<std::remove_pointer_t<decltype(input)>>;
-      std::string info;
-      const auto  cpu = Compute<ImageType>(input, p, BackendEnum::CPU);
-      const auto  gpu = Compute<ImageType>(input, p, BackendEnum::CUDA, &info);
-      Check(itk::nlm_test::CountDifferences(
-              cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), what) == 0 &&
-              info.find("shared rows") != std::string::npos,
-            std::string(c.name) + ", " + what + " (" + info + ") == CPU");
+    auto         check = [&](const auto * input, const Params & p, const std::string & what) {
+      ExpectTheCPUBackendsOutputFrom(input, p, "shared rows", std::string(c.name) + ", " + what);
     };
     check(floats.GetPointer(), params, "float");
     check(doubles.GetPointer(), params, "double");
