@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the CUDA kernels under compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on small
-# inputs that cover every code path: the 3D column kernel (patch size 3 and 5, channels, a forced
-# shape, staged copies, uploads in pieces, the footprint in shared and in global memory), the
+# inputs that cover every code path: the column kernel (3D patch size 3 and 5, channels, a forced
+# shape, staged copies, uploads in pieces, the footprint in shared and in global memory; 2D), the
 # shared-rows kernel, the tiled kernel's warp-row and per-cell first pass, 2D/3D/4D, patch size 1,
 # slabs. Usage: [TOOLS="memcheck racecheck"] benchmarks/sanitize.sh PATH/TO/CudaNonLocalMeansDenoise WORKDIR
 set -uo pipefail
@@ -17,6 +17,7 @@ write_mha(f"{w}/rgb2.mha", (0.5 + 0.1 * r.standard_normal((30, 28, 3))).astype(n
 write_mha(f"{w}/g4.mha", (0.5 + 0.1 * r.standard_normal((6, 7, 8, 9))).astype(np.float32))
 write_mha(f"{w}/c3.mha", (0.5 + 0.1 * r.standard_normal((12, 14, 16, 2))).astype(np.float32), 2)
 write_mha(f"{w}/s3.mha", (0.5 + 0.1 * r.standard_normal((9, 10, 11))).astype(np.float64))
+write_mha(f"{w}/g2.mha", (0.5 + 0.1 * r.standard_normal((45, 37))).astype(np.float32))
 PY
 status=0
 run() { # tool, env, arguments...
@@ -32,6 +33,7 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1 --sigma 0.05
   run $tool "CUDANONLOCALMEANS_TILE=32,4,4,1,128,1,1" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
   run $tool "" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
+  run $tool "CUDANONLOCALMEANS_COLUMNS=0" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
   run $tool "" --input "$work/g4.mha" --patch-size 3 --patch-distance 1 --h 0.1
   run $tool "" --input "$work/c3.mha" --patch-size 1 --patch-distance 2 --h 0.1
   run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1 --max-gpu-memory 0.2
@@ -52,5 +54,11 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "" --input "$work/s3.mha" --patch-size 7 --patch-distance 9 --h 0.1 --sigma 0.05
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=4,8,2" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=8,16,1" --input "$work/g3.mha" --patch-size 7 --patch-distance 2 --h 0.1
+  # The column kernel in 2D: chosen (patch 7, distance 11: the footprint in shared memory; patch 3
+  # with 4 rows and 4 blocks per SM), the footprint forced into global memory, a forced shape.
+  run $tool "" --input "$work/g2.mha" --patch-size 7 --patch-distance 11 --h 0.1 --sigma 0.05
+  run $tool "" --input "$work/g2.mha" --patch-size 3 --patch-distance 5 --h 0.1
+  run $tool "CUDANONLOCALMEANS_COLUMN_FOOTPRINT=global" --input "$work/g2.mha" --patch-size 5 --patch-distance 3 --h 0.1
+  run $tool "CUDANONLOCALMEANS_COLUMNS=4,1,2,1" --input "$work/g2.mha" --patch-size 9 --patch-distance 3 --h 0.1
 done
 exit $status

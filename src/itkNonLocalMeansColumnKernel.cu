@@ -18,34 +18,44 @@
 
 #include "itkNonLocalMeansKernelCommon.cuh"
 
-// The column kernel (3D, patch size >= 3). A block first copies its footprint of the padded input
-// (its tile's patch terms extended by the patch distance on every side) into shared memory, whose
-// strides are compile-time constants, then runs without barriers. With NLM_COLUMN_GLOBAL the block
-// reads its footprint where it is, in the padded input in global memory (through the L1 cache),
-// with the input's strides: no shared memory, so any patch distance fits and more blocks reside. A warp covers 32 cells
-// along axis 0, of which the first 32 - EXT are output voxels; each thread owns NLM_ROWS rows along axis 1 and the T2
-// planes of the tile along axis 2, and keeps their accumulators in registers. For every shift t it marches through its
-// planes and computes, for each of its voxels c, both raw(c, t) and raw(c, -t) = raw(c - t, t) (contract 2.3: the same
-// squares in the same order), so the weights of the centre and of the target term need nothing from other threads but
-// the terms of their neighbours along axis 0 (shuffles). Sums: along axis 0 across lanes, along axis 1 over the
-// thread's rows, along axis 2 over the planes of the march, in the contract's order.
+// The column kernel (2D and 3D, patch size >= 3). A block first copies its footprint of the padded
+// input (its tile's patch terms extended by the patch distance on every side) into shared memory,
+// whose strides are compile-time constants, then runs without barriers. With NLM_COLUMN_GLOBAL the
+// block reads its footprint where it is, in the padded input in global memory (through the L1
+// cache), with the input's strides: no shared memory, so any patch distance fits and more blocks
+// reside. A warp covers 32 cells along axis 0, of which the first 32 - EXT are output voxels. In 3D
+// each thread owns NLM_ROWS rows along axis 1 and the T2 planes of the tile along axis 2; in 2D it
+// owns NLM_ROWS rows along axis 1, which it marches through as the 3D thread marches through its
+// planes (its "planes" are then rows, and the register rows of the 3D kernel are one). It keeps its
+// voxels' accumulators in registers. For every shift t it marches through its planes (rows in 2D)
+// and computes, for each of its voxels c, both raw(c, t) and raw(c, -t) = raw(c - t, t) (contract
+// 2.3: the same squares in the same order), so the weights of the centre and of the target term
+// need nothing from other threads but the terms of their neighbours along axis 0 (shuffles). Sums:
+// along axis 0 across lanes, in 3D along axis 1 over the thread's rows, along the march's axis (2,
+// or 1 in 2D) over its last cells, in the contract's order.
 namespace
 {
-constexpr int R = NLM_ROWS;
-constexpr int RE = R + EXT; // rows of terms per thread
-constexpr int TZ = T2;
+constexpr bool FLAT = DIM == 2;           // 2D: the march is along axis 1
+constexpr int  R = FLAT ? 1 : NLM_ROWS;   // rows along axis 1 summed in registers (3D)
+constexpr int  REXT = FLAT ? 0 : EXT;     // their extra rows of terms
+constexpr int  RWIN = FLAT ? 1 : WIN;     // terms of a sum along those rows
+constexpr int  RE = R + REXT;             // rows of terms per thread and cell of the march
+constexpr int  TZ = FLAT ? NLM_ROWS : T2; // voxels of a thread along the march
+constexpr int  PDZ = FLAT ? 0 : PD;       // the patch distance along axis 2
 // Footprint of a block in shared memory (cells), and its strides.
 constexpr int FX = 32 + 2 * PD;
 constexpr int FY = T1 + EXT + 2 * PD;
-constexpr int FZ = T2 + EXT + 2 * PD;
+constexpr int FZ = FLAT ? 1 : T2 + EXT + 2 * PD;
 constexpr int FXY = FX * FY;
 #ifndef NLM_COLUMN_GLOBAL
 #  define NLM_COLUMN_GLOBAL 0
 #endif
 constexpr bool GLOBAL = NLM_COLUMN_GLOBAL != 0; // the footprint read from global memory
-static_assert(DIM == 3 && WIN >= 1, "the column kernel is for 3D with a patch size of 3 or more");
+static_assert((DIM == 2 || DIM == 3) && WIN >= 1, "the column kernel is for 2D and 3D with a patch size of 3 or more");
 static_assert(!NLM_NOISE_MAP, "the column kernel takes no noise map (the planner picks the tiled kernel)");
-static_assert(T0 == 32 - EXT && T1 * 32 == R * NT && NT % 32 == 0, "one warp per R rows of 32 - EXT voxels");
+static_assert(T0 == 32 - EXT && T1 * 32 == NLM_ROWS * NT && NT % 32 == 0,
+              "one warp per NLM_ROWS rows of 32 - EXT voxels");
+static_assert(!FLAT || T2 == 1, "2D: one plane");
 
 /** Whether the target term of a shift is added first: a compile-time tag (two copies of the shift,
  * no choice in them), or a run-time value (one copy) from patch 5 on, whose shifts are long enough
@@ -93,11 +103,12 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   // The footprint starts at padded cell lo + 1 on every axis: the first patch term of the tile's
   // first voxel is at lo + E - O + 1 = lo + PD + 1, and shifts reach PD further on each side.
   const Real * footprint =
-    Y + ((c0 * T0 + 1) + (c1 * T1 + 1) * p.ySize[0] + (c2 * T2 + 1) * p.ySize[0] * p.ySize[1]) * K;
+    Y + ((c0 * T0 + 1) + (c1 * T1 + 1) * p.ySize[0] + (FLAT ? 0 : (c2 * T2 + 1) * p.ySize[0] * p.ySize[1])) * K;
   // Strides of the footprint along axes 1 and 2: compile-time in shared memory, the padded input's
   // in global memory.
   const Index fx = GLOBAL ? static_cast<Index>(p.ySize[0]) : Index(FX);
   const Index fxy = GLOBAL ? fx * static_cast<Index>(p.ySize[1]) : Index(FXY);
+  const Index fz = FLAT ? fx : fxy; // the stride of the march
   if (!GLOBAL)
   {
     const Index ys1 = static_cast<Index>(p.ySize[0]);
@@ -118,8 +129,9 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   }
 
   // This thread's first patch term in the footprint, and its voxel's offset from it.
-  const Real * own = (GLOBAL ? footprint : F) + ((lane + PD) + (warp * R + PD) * fx + PD * fxy) * K;
-  const Index  centre = (O - 1) * (1 + fx + fxy) * K;
+  const Index  first = FLAT ? (warp * TZ + PD) * fx : (warp * R + PD) * fx + PD * fxy;
+  const Real * own = (GLOBAL ? footprint : F) + ((lane + PD) + first) * K;
+  const Index  centre = (O - 1) * (1 + fx + (FLAT ? 0 : fxy)) * K;
   const Real   norm = static_cast<Real>(p.norm);
   const Real   invNorm = static_cast<Real>(p.invNorm);
   const Real   noise = static_cast<Real>(p.noise);
@@ -175,7 +187,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int r = 0; r < RE; ++r)
       {
-        const Index at = (r * fx + pl * fxy) * K;
+        const Index at = (r * fx + pl * fz) * K;
         Real        dP = 0;
         Real        dM = 0;
 #pragma unroll
@@ -213,7 +225,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         Real bP = aP[r];
         Real bM = aM[r];
 #pragma unroll
-        for (int j = 1; j < WIN; ++j)
+        for (int j = 1; j < RWIN; ++j)
         {
           bP = bP + aP[r + j];
           bM = bM + aM[r + j];
@@ -239,7 +251,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
           }
           const Real  wc = Unpack(ScaledWeight(rawP, norm, invNorm, negScale, half));
           const Real  wt = Unpack(ScaledWeight(rawM, norm, invNorm, negScale, half));
-          const Index c = centre + (r * fx + q * fxy) * K;
+          const Index c = centre + (r * fx + q * fz) * K;
           Real        yc[K];
           Real        yt[K];
 #pragma unroll
@@ -263,7 +275,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       }
     }
   };
-  for (int t2 = itk::nlm::FirstShift(2, PD); t2 <= PD; ++t2)
+  for (int t2 = itk::nlm::FirstShift(2, PDZ); t2 <= PDZ; ++t2)
   {
     for (int t1 = itk::nlm::FirstShift(1, PD); t1 <= PD; ++t1)
     {
@@ -289,7 +301,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 
   // Normalise and store the voxels inside the output region.
   const long long g0 = c0 * T0 + lane;
-  const long long g1 = c1 * T1 + warp * R;
+  const long long g1 = c1 * T1 + warp * (FLAT ? TZ : R);
   const long long g2 = c2 * T2;
   if (lane < T0 && g0 < p.outSize[0])
   {
@@ -299,9 +311,11 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int q = 0; q < TZ; ++q)
       {
-        if (g1 + r < p.outSize[1] && g2 + q < p.outSize[2])
+        const long long y = FLAT ? g1 + q : g1 + r;
+        const long long z = FLAT ? 0 : g2 + q;
+        if (y < p.outSize[1] && z < p.outSize[2])
         {
-          const long long o = g0 + p.outSize[0] * ((g1 + r) + p.outSize[1] * (g2 + q));
+          const long long o = g0 + p.outSize[0] * (y + p.outSize[1] * z);
 #pragma unroll
           for (int k = 0; k < K; ++k)
           {

@@ -54,8 +54,8 @@
 //   NLM_NOISE_MAP  1: a padded sigma^2 per cell (FastKernelParameters::noiseMap) gives the noise
 //                  term of every pair of grid points (tiled kernel only)
 //
-// The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (3D, patch size 3 or
-// more) in itkNonLocalMeansColumnKernel.cu, the shared-rows kernel (3D, patch size 3 to 21) in
+// The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (2D and 3D, patch size 3
+// or more) in itkNonLocalMeansColumnKernel.cu, the shared-rows kernel (3D, patch size 3 to 21) in
 // itkNonLocalMeansSharedRowsKernel.cu; the host compiles one of them per configuration.
 
 #include "itkNonLocalMeansNumerics.h"

@@ -144,7 +144,8 @@ KernelConfig::SharedBytes() const
     // all extended by the patch distance on both sides.
     const size_t ext = static_cast<size_t>(PatchSize - 2);
     const size_t pd2 = 2 * static_cast<size_t>(PatchDistance);
-    return (32 + pd2) * (Tile[1] + ext + pd2) * (Tile[2] + ext + pd2) * Components * real;
+    const size_t planes = (Dimension == 3) ? Tile[2] + ext + pd2 : 1;
+    return (32 + pd2) * (Tile[1] + ext + pd2) * planes * Components * real;
   }
   size_t w[4] = { 1, 1, 1, 1 };
   size_t ext[4] = { 0, 0, 0, 0 }; // patch terms beyond the weight box, per axis

@@ -55,8 +55,9 @@ struct KernelConfig
   bool NoiseMap{ false };        // a padded sigma^2 per cell (tiled kernel only)
   bool Classic{ false };         // slow mode: the classic kernel (itkNonLocalMeansClassicKernel.cu)
   /** 0: the tiled or the shared-rows kernel (itkNonLocalMeansTiledKernel.cu, SharedRows). Otherwise the column kernel
-   * (itkNonLocalMeansColumnKernel.cu: 3D, patch size >= 3) with this many rows along axis 1 per
-   * thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 }. */
+   * (itkNonLocalMeansColumnKernel.cu: 2D and 3D, patch size >= 3) with this many rows along axis 1
+   * per thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 } (planes 1 in
+   * 2D, where a thread marches through its rows). */
   int Rows{ 0 };
   /** Column kernel: read the footprint from the padded input in global memory (through the L1
    * cache) instead of copying it into shared memory, which then does not grow with the distance. */

@@ -46,6 +46,8 @@ constexpr int Registers = 65536;
 constexpr int SharedReservedPerBlock = 1024;
 // Patch 5 takes the column kernel from this distance on (ColumnKernelApplies).
 constexpr int ColumnPatch5FromDistance = 8;
+// The largest patch the column kernel takes in 2D by default (ColumnKernelApplies).
+constexpr int MostColumnPatch2D = 9;
 // The shared-rows kernel's smallest patch and distance by default (SharedRowsKernelPreferred).
 constexpr int SharedRowsFromPatch = 7;
 constexpr int SharedRowsFromDistance = 9;
@@ -97,20 +99,22 @@ ClassicConfiguration(KernelConfig base)
   return base;
 }
 
-/** Whether the 3D column kernel applies: 3D, patch 3, or patch 5 from ColumnPatch5FromDistance on
- * (3 to 11 when its shape is forced), not switched off, and weights that can use the scaled form
- * (-kExpA / norm a finite double: h above about 1e-151). Measured on an H200 (160^3 float64,
- * BENCHMARKS.md "Kernels for large distances and patches"): at patch 3 it is 2.8x to 13x faster than the
- * tiled kernel at every distance; at patch 5 it is slower at distance 3, level at 7 and 1.65x faster
- * at 11; from patch 7 on the tiled kernel is faster and compiles in a fraction of the time. */
+/** Whether the column kernel applies. 3D: patch 3, or patch 5 from ColumnPatch5FromDistance on. 2D:
+ * patch 3 to MostColumnPatch2D. 2D and 3D: 3 to 11 when its shape is forced; not switched off, and
+ * weights that can use the scaled form (-kExpA / norm a finite double: h above about 1e-151).
+ * Measured on an H200 (3D 160^3 float64, BENCHMARKS.md "Kernels for large distances and patches"):
+ * at patch 3 it is 2.8x to 13x faster than the tiled kernel at every distance; at patch 5 it is
+ * slower at distance 3, level at 7 and 1.65x faster at 11; from patch 7 on the tiled kernel is
+ * faster and compiles in a fraction of the time. */
 bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
-  const bool forced = !o.ColumnShape.empty();
-  const bool patch = base.PatchSize == 3 || (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5FromDistance) ||
-                     (forced && base.PatchSize >= 3 && base.PatchSize <= 11);
-  return p.Dimension == 3 && patch && o.TileShape.empty() && !o.ColumnKernelOff && !base.NoiseMap &&
-         !base.IsAnisotropic() && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+  const bool forced = !o.ColumnShape.empty() && base.PatchSize >= 3 && base.PatchSize <= 11;
+  const bool chosen = (p.Dimension == 3 && (base.PatchSize == 3 ||
+                                            (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5FromDistance))) ||
+                      (p.Dimension == 2 && base.PatchSize >= 3 && base.PatchSize <= MostColumnPatch2D);
+  return (p.Dimension == 2 || p.Dimension == 3) && (forced || chosen) && o.TileShape.empty() && !o.ColumnKernelOff &&
+         !base.NoiseMap && !base.IsAnisotropic() && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
@@ -123,8 +127,23 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
 {
   // {rows, planes, warps, blocks per SM}: float64 arithmetic, float arithmetic, several components,
   // then smaller footprints.
+  // In 2D a thread marches through its rows (one plane): 4 rows and 4 blocks per SM at patch 3, 16
+  // rows at patches 5 and 7, 8 from patch 9 on, whose 16 rows would take about a second to compile
+  // cold (BENCHMARKS.md "The column kernel in 2D").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
-  if (base.Components > 1)
+  if (base.Dimension == 2)
+  {
+    shapes = { { 8, 1, 8, 2 }, { 4, 1, 4, 2 } };
+    if (base.PatchSize == 3)
+    {
+      shapes.insert(shapes.begin(), { 4, 1, 8, 4 });
+    }
+    else if (base.PatchSize <= 7)
+    {
+      shapes.insert(shapes.begin(), { 16, 1, 8, 2 });
+    }
+  }
+  else if (base.Components > 1)
   {
     shapes.insert(shapes.begin(), { 1, 4, 4, 2 });
   }
@@ -136,6 +155,7 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
   {
     std::vector<int> forced = o.ColumnShape;
     forced[3] = std::min(forced[3], ResidentThreads / 32 / forced[2]);
+    forced[1] = (base.Dimension == 2) ? 1 : forced[1];
     shapes = { forced };
   }
   for (auto shape : shapes)
@@ -143,6 +163,10 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
     while (shape[1] > 1 && shape[0] * shape[1] * (base.Components + 1) > MostAccumulators)
     {
       shape[1] /= 2;
+    }
+    while (shape[0] > 1 && shape[0] * shape[1] * (base.Components + 1) > MostAccumulators)
+    {
+      shape[0] /= 2; // 2D
     }
     KernelConfig k = base;
     k.Rows = shape[0];

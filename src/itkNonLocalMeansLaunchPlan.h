@@ -107,7 +107,8 @@ EstimateCost(const KernelConfig & config, int sharedPerMultiprocessor);
 using PlanningAborted = std::function<bool()>;
 
 /** The kernel configuration for a problem on a device: in 3D the shared-rows kernel for large
- * patches at large distances, the column kernel for small patches; else the tiled configuration of
+ * patches at large distances, in 2D and 3D the column kernel for small patches (in 2D up to patch 9);
+ * else the tiled configuration of
  * least estimated cost, or in 3D the shared-rows kernel where no tiled configuration fits. Throws
  * when none fits the device, and ProcessAborted when `aborted` (may be empty) says so. */
 CudaNonLocalMeans_EXPORT KernelConfig

@@ -67,7 +67,7 @@ struct Overrides
   std::size_t StagingChunkBytes{ 0 };
   /** CUDANONLOCALMEANS_CHUNK_TILES: tiles per kernel launch (0: the planner's choice). */
   long long ChunkTiles{ 0 };
-  /** CUDANONLOCALMEANS_COLUMNS=rows,planes,warps,blocks: a forced shape of the 3D column kernel
+  /** CUDANONLOCALMEANS_COLUMNS=rows,planes,warps,blocks: a forced shape of the column kernel (2D: planes is 1)
    * (empty: none); =0 sets ColumnKernelOff. */
   std::vector<int> ColumnShape;
   bool             ColumnKernelOff{ false };

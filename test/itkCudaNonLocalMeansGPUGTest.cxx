@@ -394,6 +394,65 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
   SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
 }
 
+TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
+{
+  // The column kernel in 2D (a thread marches through its rows): chosen by the planner and forced,
+  // its footprint in shared and in global memory, sizes that are not whole tiles, distances beyond
+  // the image (reflections of reflections), channels, both element types, the Rician model with a
+  // mask, and single precision (against the tiled kernel's, the same float arithmetic).
+  struct Case
+  {
+    const char * name;
+    int          patch, distance;
+    const char * footprint; // CUDANONLOCALMEANS_COLUMN_FOOTPRINT (nullptr: the planner's)
+    const char * columns;   // CUDANONLOCALMEANS_COLUMNS (nullptr: the planner's shape)
+  };
+  const Case cases[] = {
+    { "p3 d5 chosen", 3, 5, nullptr, nullptr },
+    { "p7 d11 chosen", 7, 11, nullptr, nullptr },
+    { "p9 d3 chosen", 9, 3, nullptr, nullptr },
+    { "p5 d21 global", 5, 21, "global", nullptr },
+    { "p9 d6 shared 4,1,2,1", 9, 6, "shared", "4,1,2,1" },
+    { "p7 d2 global 8,1,4,2", 7, 2, "global", "8,1,4,2" },
+    { "p3 d1 shared 16,1,8,2", 3, 1, "shared", "16,1,8,2" },
+    { "p11 d9 global 2,1,8,3", 11, 9, "global", "2,1,8,3" },
+  };
+  const auto floats = Image<F2>({ 67, 45 }, 1, 81);
+  const auto doubles = Image<D2>({ 53, 38 }, 1, 82);
+  const auto colors = Image<VF2>({ 21, 17 }, 3, 83);
+  const auto tiny = Image<F2>({ 9, 7 }, 1, 84);
+  for (const auto & c : cases)
+  {
+    SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", c.footprint);
+    SetEnv("CUDANONLOCALMEANS_COLUMNS", c.columns);
+    const Params params{ c.patch, c.distance, 0.1, 0.05 };
+    auto         check = [&](const auto * input, const Params & p, const std::string & what) {
+      ExpectTheCPUBackendsOutputFrom(input, p, "columns", std::string(c.name) + ", " + what);
+    };
+    check(floats.GetPointer(), params, "float");
+    check(doubles.GetPointer(), params, "double");
+    check(colors.GetPointer(), params, "3-channel float");
+    check(tiny.GetPointer(), params, "9x7 float");
+    check(doubles.GetPointer(), With<2>(params, doubles.GetPointer(), true, false, true, 85), "double, Rician, mask");
+    {
+      Params single = params;
+      single.single = true;
+      std::string info;
+      const auto  columns = Compute<F2>(floats.GetPointer(), single, BackendEnum::CUDA, &info);
+      SetEnv("CUDANONLOCALMEANS_COLUMNS", "0");
+      std::string tiledInfo;
+      const auto  tiled = Compute<F2>(floats.GetPointer(), single, BackendEnum::CUDA, &tiledInfo);
+      SetEnv("CUDANONLOCALMEANS_COLUMNS", c.columns);
+      Check(itk::nlm_test::CountDifferences(
+              tiled.GetPointer(), columns.GetPointer(), floats->GetLargestPossibleRegion(), "single") == 0 &&
+              info.find("columns") != std::string::npos && tiledInfo.find("z-segments") != std::string::npos,
+            std::string(c.name) + ", single precision (" + info + ") == (" + tiledInfo + ")");
+    }
+  }
+  SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", nullptr);
+  SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+}
+
 TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
 {
   // The shared-rows kernel (3D, large patches): chosen by the planner and forced, with sizes that

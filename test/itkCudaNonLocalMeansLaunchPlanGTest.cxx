@@ -173,9 +173,11 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
               }
               else if (c.Rows > 0)
               {
-                EXPECT_EQ(n, 3u) << "the column kernel is 3D only";
-                EXPECT_TRUE(c.PatchSize == 3 || (c.PatchSize == 5 && distance >= 8))
-                  << "the column kernel serves patch 3, and patch 5 at large distances, unless its shape is forced";
+                EXPECT_TRUE(n == 2 || n == 3) << "the column kernel is 2D and 3D only";
+                EXPECT_TRUE(n == 2 ? c.PatchSize <= 9 : (c.PatchSize == 3 || (c.PatchSize == 5 && distance >= 8)))
+                  << "the column kernel serves patches 3 to 9 in 2D, and in 3D patch 3, and patch 5 at large "
+                     "distances, unless its shape is forced";
+                EXPECT_TRUE(n == 3 || c.Tile[2] == 1) << c.Describe();
                 EXPECT_TRUE(c.GlobalFootprint || c.SharedBytes() > 0) << c.Describe();
               }
               else
@@ -198,7 +200,7 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
   std::cout << chosen << " configurations chosen, " << refused << " refused" << std::endl;
 }
 
-TEST(NonLocalMeansLaunchPlan, ColumnKernelServes3DSmallPatchesUnlessSwitchedOff)
+TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitchedOff)
 {
   const DeviceLimits h200 = RealDevices().back().Limits;
   const Problem      p = MakeProblem(3, { 64, 48, 40 }, 3, 3);
@@ -206,7 +208,33 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes3DSmallPatchesUnlessSwitchedOff)
   Overrides off;
   off.ColumnKernelOff = true;
   EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, off).Rows, 0);
-  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 3, 3), h200, Overrides{}).Rows, 0);
+  // 2D: patches 3 to 9 at every distance, one plane (a thread marches through its rows); patch 11
+  // only when forced; switched off like in 3D.
+  for (int patch : { 3, 5, 7, 9 })
+  {
+    for (int distance : { 1, 5, 11, 21 })
+    {
+      const KernelConfig c =
+        itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, patch, distance), h200, Overrides{});
+      EXPECT_GT(c.Rows, 0) << "2D patch " << patch << " distance " << distance;
+      EXPECT_EQ(c.Tile[2], 1);
+      EXPECT_EQ(c.Tile[1], c.Rows * c.Threads() / 32);
+      EXPECT_EQ(c.Tile[0], 32 - (patch - 2));
+    }
+  }
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 3, 3), h200, Overrides{}).Rows, 4);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).Rows, 16);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 9, 11), h200, Overrides{}).Rows, 8);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 3, 3), h200, Overrides{}).Rows, 8)
+    << "16 rows of 3 channels would be 64 accumulators";
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 11, 5), h200, Overrides{}).Rows, 0);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 3, 3), h200, off).Rows, 0);
+  Overrides forced2D;
+  forced2D.ColumnShape = { 8, 4, 4, 2 };
+  const KernelConfig f = itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 11, 5), h200, forced2D);
+  EXPECT_EQ(f.Rows, 8);
+  EXPECT_EQ(f.Tile[1], 32);
+  EXPECT_EQ(f.Tile[2], 1) << "a forced shape's planes are 1 in 2D";
   // Patch 5 takes the column kernel from distance 8 on.
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 7), h200, Overrides{}).Rows, 0);
   EXPECT_GT(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, Overrides{}).Rows, 0);
