@@ -164,9 +164,9 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
     {
       shape[1] /= 2;
     }
-    while (shape[0] > 1 && shape[0] * shape[1] * (base.Components + 1) > MostAccumulators)
+    while (base.Dimension == 2 && shape[0] > 1 && shape[0] * (base.Components + 1) > MostAccumulators)
     {
-      shape[0] /= 2; // 2D
+      shape[0] /= 2; // 2D: fewer rows
     }
     KernelConfig k = base;
     k.Rows = shape[0];

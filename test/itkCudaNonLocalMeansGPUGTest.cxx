@@ -328,14 +328,18 @@ namespace
  * configuration whose description contains `kernel`. */
 template <typename TImage>
 void
-ExpectTheCPUBackendsOutputFrom(const TImage * input, const Params & p, const char * kernel, const std::string & what)
+ExpectTheCPUBackendsOutputFrom(const TImage *      input,
+                               const Params &      p,
+                               const char *        kernel,
+                               const std::string & what,
+                               const char *        absent = nullptr)
 {
   std::string info;
   const auto  cpu = Compute<TImage>(input, p, BackendEnum::CPU);
   const auto  gpu = Compute<TImage>(input, p, BackendEnum::CUDA, &info);
   Check(itk::nlm_test::CountDifferences(cpu.GetPointer(), gpu.GetPointer(), input->GetLargestPossibleRegion(), what) ==
             0 &&
-          info.find(kernel) != std::string::npos,
+          info.find(kernel) != std::string::npos && (absent == nullptr || info.find(absent) == std::string::npos),
         what + " (" + info + ") == CPU");
 }
 } // namespace
@@ -406,16 +410,17 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
     int          patch, distance;
     const char * footprint; // CUDANONLOCALMEANS_COLUMN_FOOTPRINT (nullptr: the planner's)
     const char * columns;   // CUDANONLOCALMEANS_COLUMNS (nullptr: the planner's shape)
+    const char * expected;  // in the configuration's description
   };
   const Case cases[] = {
-    { "p3 d5 chosen", 3, 5, nullptr, nullptr },
-    { "p7 d11 chosen", 7, 11, nullptr, nullptr },
-    { "p9 d3 chosen", 9, 3, nullptr, nullptr },
-    { "p5 d21 global", 5, 21, "global", nullptr },
-    { "p9 d6 shared 4,1,2,1", 9, 6, "shared", "4,1,2,1" },
-    { "p7 d2 global 8,1,4,2", 7, 2, "global", "8,1,4,2" },
-    { "p3 d1 shared 16,1,8,2", 3, 1, "shared", "16,1,8,2" },
-    { "p11 d9 global 2,1,8,3", 11, 9, "global", "2,1,8,3" },
+    { "p3 d5 chosen", 3, 5, nullptr, nullptr, "columns of 4 row(s)" },
+    { "p7 d11 chosen", 7, 11, nullptr, nullptr, "columns of 16 row(s)" },
+    { "p9 d3 chosen", 9, 3, nullptr, nullptr, "columns of 8 row(s)" },
+    { "p5 d21 global", 5, 21, "global", nullptr, "row(s) from global memory" },
+    { "p9 d6 shared 4,1,2,1", 9, 6, "shared", "4,1,2,1", "columns of 4 row(s)" },
+    { "p7 d2 global 8,1,4,2", 7, 2, "global", "8,1,4,2", "columns of 8 row(s) from global memory" },
+    { "p3 d1 shared 16,1,8,2", 3, 1, "shared", "16,1,8,2", "columns of 16 row(s)" },
+    { "p11 d9 global 2,1,8,3", 11, 9, "global", "2,1,8,3", "columns of 2 row(s) from global memory" },
   };
   const auto floats = Image<F2>({ 67, 45 }, 1, 81);
   const auto doubles = Image<D2>({ 53, 38 }, 1, 82);
@@ -426,14 +431,20 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
     SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", c.footprint);
     SetEnv("CUDANONLOCALMEANS_COLUMNS", c.columns);
     const Params params{ c.patch, c.distance, 0.1, 0.05 };
-    auto         check = [&](const auto * input, const Params & p, const std::string & what) {
-      ExpectTheCPUBackendsOutputFrom(input, p, "columns", std::string(c.name) + ", " + what);
+    // The shape and the footprint as the case says (3 channels: rows halve to 32 accumulators).
+    const bool shared = c.footprint != nullptr && std::string(c.footprint) == "shared";
+    auto       check = [&](const auto * input, const Params & p, const std::string & what, const char * expected) {
+      ExpectTheCPUBackendsOutputFrom(
+        input, p, expected, std::string(c.name) + ", " + what, shared ? "from global memory" : nullptr);
     };
-    check(floats.GetPointer(), params, "float");
-    check(doubles.GetPointer(), params, "double");
-    check(colors.GetPointer(), params, "3-channel float");
-    check(tiny.GetPointer(), params, "9x7 float");
-    check(doubles.GetPointer(), With<2>(params, doubles.GetPointer(), true, false, true, 85), "double, Rician, mask");
+    check(floats.GetPointer(), params, "float", c.expected);
+    check(doubles.GetPointer(), params, "double", c.expected);
+    check(colors.GetPointer(), params, "3-channel float", "columns");
+    check(tiny.GetPointer(), params, "9x7 float", c.expected);
+    check(doubles.GetPointer(),
+          With<2>(params, doubles.GetPointer(), true, false, true, 85),
+          "double, Rician, mask",
+          c.expected);
     {
       Params single = params;
       single.single = true;
@@ -451,6 +462,11 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
   }
   SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", nullptr);
   SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+  // Slabs along axis 1, whole tiles of the column kernel's rows (planned in the launch-plan test).
+  const auto tall = Image<F2>({ 60, 400 }, 1, 86);
+  Params     slabs{ 3, 5, 0.1, 0.05 };
+  slabs.memory = 150000;
+  ExpectTheCPUBackendsOutputFrom(tall.GetPointer(), slabs, "columns of 4 row(s)", "60x400 in slabs", " 1 slab(s)");
 }
 
 TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
