@@ -29,15 +29,18 @@ def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     program, shape = sys.argv[1], [int(v) for v in sys.argv[2].split("x")]
-    work = tempfile.mkdtemp(prefix="nlm-sweep-")
-    path = os.path.join(work, "input.mha")
+    with tempfile.TemporaryDirectory(prefix="nlm-sweep-") as work:
+        sweep(program, shape, os.path.join(work, "input.mha"), os.path.join(work, "cache"), sys.argv[3:])
+
+
+def sweep(program, shape, path, cache, specs):
     write_mha(path, make_input(shape, 1, "float32"), 1)
     voxels = 1
     for n in shape:
         voxels *= n
-    for spec in sys.argv[3:]:
+    for spec in specs:
         names, s, d = spec.split("|")
-        env = dict(os.environ, CUDANONLOCALMEANS_KERNEL_CACHE_DIR=os.path.join(work, "cache"))
+        env = dict(os.environ, CUDANONLOCALMEANS_KERNEL_CACHE_DIR=cache)
         for item in filter(None, names.split(";")):
             name, value = item.split("=", 1)
             env["CUDANONLOCALMEANS_" + name] = value

@@ -53,15 +53,14 @@ extern "C" __global__ void
 __launch_bounds__(NT, NLM_MINBLOCKS)
   nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out, itk::nlm::FastKernelParameters p)
 {
-  long long tile = p.tileOffset + blockIdx.x;
+  const long long tile = p.tileOffset + blockIdx.x;
   if (!TileIsActive(p, tile)) // no pixel to compute (mask)
   {
     return;
   }
-  const long long c0 = tile % p.tiles[0];
-  tile /= p.tiles[0];
-  const long long c1 = tile % p.tiles[1];
-  const long long c2 = tile / p.tiles[1];
+  long long c[3];
+  TileCoordinates(p, tile, c);
+  const long long c0 = c[0], c1 = c[1], c2 = c[2];
   const int       tid = threadIdx.x;
   const long long g0 = c0 * T0 + tid % T0;
   const long long g1 = c1 * T1 + (tid / T0) % T1;

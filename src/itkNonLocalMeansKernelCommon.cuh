@@ -217,6 +217,21 @@ Output(Real r, Real w, Real bias)
 #endif
 }
 
+/** The coordinates (in tiles) of tile `tile` along the first AXES axes of the launch's tile grid,
+ * axis 0 fastest; the last of them takes the rest of the index. */
+template <int AXES>
+__device__ __forceinline__ void
+TileCoordinates(const itk::nlm::FastKernelParameters & p, long long tile, long long (&c)[AXES])
+{
+#pragma unroll
+  for (int a = 0; a + 1 < AXES; ++a)
+  {
+    c[a] = tile % p.tiles[a];
+    tile /= p.tiles[a];
+  }
+  c[AXES - 1] = tile;
+}
+
 /** Whether the block's tile has a voxel to compute (FastKernelParameters::activeTiles). */
 __device__ __forceinline__ bool
 TileIsActive(const itk::nlm::FastKernelParameters & p, long long tile)

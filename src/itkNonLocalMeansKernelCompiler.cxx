@@ -52,29 +52,28 @@ struct KernelSources
 KernelSources
 SourcesOf(const KernelConfig & config)
 {
-  const bool columns = config.Rows > 0;
+  KernelSources sources{
+    "itkNonLocalMeansTiledKernel.cu",
+    TiledKernelSource,
+    { KernelCommonHeaderSource, KernelParametersHeaderSource, NumericsHeaderSource },
+    { "itkNonLocalMeansKernelCommon.cuh", "itkNonLocalMeansKernelParameters.h", "itkNonLocalMeansNumerics.h" }
+  };
   if (config.Classic)
   {
-    return {
-      "itkNonLocalMeansClassicKernel.cu",
-      ClassicKernelSource,
-      { KernelCommonHeaderSource, KernelParametersHeaderSource, NumericsHeaderSource },
-      { "itkNonLocalMeansKernelCommon.cuh", "itkNonLocalMeansKernelParameters.h", "itkNonLocalMeansNumerics.h" }
-    };
+    sources.Name = "itkNonLocalMeansClassicKernel.cu";
+    sources.Source = ClassicKernelSource;
   }
-  if (config.SharedRows)
+  else if (config.SharedRows)
   {
-    return {
-      "itkNonLocalMeansSharedRowsKernel.cu",
-      SharedRowsKernelSource,
-      { KernelCommonHeaderSource, KernelParametersHeaderSource, NumericsHeaderSource },
-      { "itkNonLocalMeansKernelCommon.cuh", "itkNonLocalMeansKernelParameters.h", "itkNonLocalMeansNumerics.h" }
-    };
+    sources.Name = "itkNonLocalMeansSharedRowsKernel.cu";
+    sources.Source = SharedRowsKernelSource;
   }
-  return { columns ? "itkNonLocalMeansColumnKernel.cu" : "itkNonLocalMeansTiledKernel.cu",
-           columns ? ColumnKernelSource : TiledKernelSource,
-           { KernelCommonHeaderSource, KernelParametersHeaderSource, NumericsHeaderSource },
-           { "itkNonLocalMeansKernelCommon.cuh", "itkNonLocalMeansKernelParameters.h", "itkNonLocalMeansNumerics.h" } };
+  else if (config.Rows > 0)
+  {
+    sources.Name = "itkNonLocalMeansColumnKernel.cu";
+    sources.Source = ColumnKernelSource;
+  }
+  return sources;
 }
 
 std::string

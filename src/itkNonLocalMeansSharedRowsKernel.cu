@@ -60,15 +60,14 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 {
   extern __shared__ double sharedRaw[];
   Real *                   sums = reinterpret_cast<Real *>(sharedRaw); // two buffers of BUFFER
-  long long                tile = p.tileOffset + blockIdx.x;
+  const long long          tile = p.tileOffset + blockIdx.x;
   if (!TileIsActive(p, tile)) // no voxel to compute (mask)
   {
     return;
   }
-  const long long c0 = tile % p.tiles[0];
-  tile /= p.tiles[0];
-  const long long c1 = tile % p.tiles[1];
-  const long long c2 = tile / p.tiles[1];
+  long long c[3];
+  TileCoordinates(p, tile, c);
+  const long long c0 = c[0], c1 = c[1], c2 = c[2];
   const int       lane = threadIdx.x % 32;
   const int       warp = threadIdx.x / 32;
 

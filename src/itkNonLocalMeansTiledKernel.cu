@@ -138,18 +138,14 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   WeightStore *            bufW = reinterpret_cast<WeightStore *>(bufB + SIZE_B);
 
   // This block's tile; a tile with no voxel to compute (mask) is left alone.
-  long long tile = p.tileOffset + blockIdx.x;
+  const long long tile = p.tileOffset + blockIdx.x;
   if (!TileIsActive(p, tile))
   {
     return;
   }
-  const long long c0 = tile % p.tiles[0];
-  tile /= p.tiles[0];
-  const long long c1 = tile % p.tiles[1];
-  tile /= p.tiles[1];
-  const long long c2 = tile % p.tiles[2];
-  const long long c3 = tile / p.tiles[2];
-  const long long lo[4] = { c0 * T0, c1 * T1, c2 * T2, c3 * T3 };
+  long long c[4];
+  TileCoordinates(p, tile, c);
+  const long long lo[4] = { c[0] * T0, c[1] * T1, c[2] * T2, c[3] * T3 };
   const int       tid = threadIdx.x;
   const int       lane = tid % 32;
   const int       warp = tid / 32;

@@ -39,10 +39,12 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace
@@ -342,6 +344,42 @@ ExpectTheCPUBackendsOutputFrom(const TImage *      input,
           info.find(kernel) != std::string::npos && (absent == nullptr || info.find(absent) == std::string::npos),
         what + " (" + info + ") == CPU");
 }
+
+/** Single precision is not the CPU's arithmetic: the CUDA output in single precision equals the one
+ * with the environment variables `others` set (another kernel or footprint with the same float
+ * arithmetic); `kernel` and `otherKernel` are in the two configurations' descriptions. The variables
+ * get their earlier values back. */
+template <typename TImage>
+void
+ExpectTheSameSinglePrecisionOutputWith(const TImage *                                               input,
+                                       Params                                                       p,
+                                       std::initializer_list<std::pair<const char *, const char *>> others,
+                                       const char *                                                 kernel,
+                                       const char *                                                 otherKernel,
+                                       const std::string &                                          what)
+{
+  p.single = true;
+  std::string                               info, otherInfo;
+  const auto                                output = Compute<TImage>(input, p, BackendEnum::CUDA, &info);
+  std::vector<std::pair<std::string, bool>> saved;
+  for (const auto & [variable, value] : others)
+  {
+    const char * previous = std::getenv(variable);
+    saved.emplace_back(previous ? previous : "", previous != nullptr);
+    SetEnv(variable, value);
+  }
+  const auto  other = Compute<TImage>(input, p, BackendEnum::CUDA, &otherInfo);
+  std::size_t i = 0;
+  for (const auto & entry : others)
+  {
+    SetEnv(entry.first, saved[i].second ? saved[i].first.c_str() : nullptr);
+    ++i;
+  }
+  Check(itk::nlm_test::CountDifferences(
+          other.GetPointer(), output.GetPointer(), input->GetLargestPossibleRegion(), "single") == 0 &&
+          info.find(kernel) != std::string::npos && otherInfo.find(otherKernel) != std::string::npos,
+        what + ", single precision (" + info + ") == (" + otherInfo + ")");
+}
 } // namespace
 
 TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackendBitwise)
@@ -377,21 +415,13 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
     check(floats.GetPointer(), params, "float");
     check(doubles.GetPointer(), params, "double");
     check(colors.GetPointer(), params, "3-channel float");
-    {
-      // Single precision is not the CPU's arithmetic: the global footprint against the shared one.
-      Params single = params;
-      single.single = true;
-      std::string info;
-      const auto  global = Compute<F3>(floats.GetPointer(), single, BackendEnum::CUDA, &info);
-      SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "shared");
-      std::string sharedInfo;
-      const auto  shared = Compute<F3>(floats.GetPointer(), single, BackendEnum::CUDA, &sharedInfo);
-      SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", c.footprint);
-      Check(itk::nlm_test::CountDifferences(
-              shared.GetPointer(), global.GetPointer(), floats->GetLargestPossibleRegion(), "single") == 0 &&
-              info.find("from global memory") != std::string::npos,
-            std::string(c.name) + ", single precision (" + info + ") == (" + sharedInfo + ")");
-    }
+    // The global footprint against the shared one.
+    ExpectTheSameSinglePrecisionOutputWith(floats.GetPointer(),
+                                           params,
+                                           { { "CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "shared" } },
+                                           "from global memory",
+                                           "columns",
+                                           c.name);
     check(doubles.GetPointer(), With<3>(params, doubles.GetPointer(), true, false, true, 64), "double, Rician, mask");
   }
   SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", nullptr);
@@ -445,20 +475,8 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
           With<2>(params, doubles.GetPointer(), true, false, true, 85),
           "double, Rician, mask",
           c.expected);
-    {
-      Params single = params;
-      single.single = true;
-      std::string info;
-      const auto  columns = Compute<F2>(floats.GetPointer(), single, BackendEnum::CUDA, &info);
-      SetEnv("CUDANONLOCALMEANS_COLUMNS", "0");
-      std::string tiledInfo;
-      const auto  tiled = Compute<F2>(floats.GetPointer(), single, BackendEnum::CUDA, &tiledInfo);
-      SetEnv("CUDANONLOCALMEANS_COLUMNS", c.columns);
-      Check(itk::nlm_test::CountDifferences(
-              tiled.GetPointer(), columns.GetPointer(), floats->GetLargestPossibleRegion(), "single") == 0 &&
-              info.find("columns") != std::string::npos && tiledInfo.find("z-segments") != std::string::npos,
-            std::string(c.name) + ", single precision (" + info + ") == (" + tiledInfo + ")");
-    }
+    ExpectTheSameSinglePrecisionOutputWith(
+      floats.GetPointer(), params, { { "CUDANONLOCALMEANS_COLUMNS", "0" } }, "columns", "z-segments", c.name);
   }
   SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", nullptr);
   SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
@@ -504,19 +522,13 @@ TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
     check(doubles.GetPointer(), params, "double");
     check(colors.GetPointer(), params, "3-channel float");
     check(doubles.GetPointer(), With<3>(params, doubles.GetPointer(), true, false, true, 74), "double, Rician, mask");
-    Params single = params;
-    single.single = true;
-    std::string info;
-    const auto  rows = Compute<F3>(floats.GetPointer(), single, BackendEnum::CUDA, &info);
-    SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", "0");
-    SetEnv("CUDANONLOCALMEANS_COLUMNS", "0");
-    std::string tiledInfo;
-    const auto  tiled = Compute<F3>(floats.GetPointer(), single, BackendEnum::CUDA, &tiledInfo);
-    SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
-    Check(itk::nlm_test::CountDifferences(
-            tiled.GetPointer(), rows.GetPointer(), floats->GetLargestPossibleRegion(), "single") == 0 &&
-            info.find("shared rows") != std::string::npos && tiledInfo.find("z-segments") != std::string::npos,
-          std::string(c.name) + ", single precision (" + info + ") == (" + tiledInfo + ")");
+    ExpectTheSameSinglePrecisionOutputWith(
+      floats.GetPointer(),
+      params,
+      { { "CUDANONLOCALMEANS_SHARED_ROWS", "0" }, { "CUDANONLOCALMEANS_COLUMNS", "0" } },
+      "shared rows",
+      "z-segments",
+      c.name);
   }
   SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", nullptr);
 }
