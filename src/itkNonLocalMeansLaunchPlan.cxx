@@ -105,7 +105,8 @@ ClassicConfiguration(KernelConfig base)
  * Measured on an H200 (3D 160^3 float64, BENCHMARKS.md "Kernels for large distances and patches"):
  * at patch 3 it is 2.8x to 13x faster than the tiled kernel at every distance; at patch 5 it is
  * slower at distance 3, level at 7 and 1.65x faster at 11; from patch 7 on the tiled kernel is
- * faster and compiles in a fraction of the time. */
+ * faster and compiles in a fraction of the time. In 2D (4096^2, "The column kernel in 2D") it is
+ * 1.4x to 3.5x faster than the tiled kernel at patches 3 to 9. */
 bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
@@ -119,17 +120,15 @@ ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Override
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
  * H200 (BENCHMARKS.md); `found` false when none fits. The footprint is read from global memory
- * where a copy in shared memory would cost resident blocks (from distance 4 on at patch 3 in float64
- * arithmetic), or as
- * Overrides::ColumnFootprint says. */
+ * where a copy in shared memory would cost resident blocks (3D: from distance 4 on at patch 3 in
+ * float64 arithmetic), or as Overrides::ColumnFootprint says. */
 KernelConfig
 ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const Overrides & o, bool & found)
 {
-  // {rows, planes, warps, blocks per SM}: float64 arithmetic, float arithmetic, several components,
-  // then smaller footprints.
-  // In 2D a thread marches through its rows (one plane): 4 rows and 4 blocks per SM at patch 3, 16
-  // rows at patches 5 and 7, 8 from patch 9 on, whose 16 rows would take about a second to compile
-  // cold (BENCHMARKS.md "The column kernel in 2D").
+  // {rows, planes, warps, blocks per SM}. 3D: float64 arithmetic, float arithmetic, several
+  // components, then smaller footprints. In 2D a thread marches through its rows (one plane): 4 rows
+  // and 4 blocks per SM at patch 3, 16 rows at patches 5 and 7, 8 from patch 9 on, whose 16 rows
+  // would take about a second to compile cold (BENCHMARKS.md "The column kernel in 2D").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
   if (base.Dimension == 2)
   {
