@@ -8,8 +8,8 @@
 Grids: 3D 256^3, patch {3, 5, 7, 9, 11} x distance {3, 5, 7, 11}; 2D 4096^2, patch {3, 7, 11} x
 distance {5, 11}. Float32 input, float64 arithmetic (the default), h 0.08, sigma 0.05. For each cell
 the benchmark program (a new process, its own kernel cache) gives the median kernel time (CUDA
-events) of --repeats warm Updates; scikit-image 0.26.0 runs in the same session on a crop (32^3,
-512^2). Throughput is voxel-offsets per second: voxels x (2 d + 1)^dims / s. The plot shows the
+events) of --repeats warm Updates and, unless --no-cpu, the CPU backend's time on a crop (32^3,
+512^2); scikit-image 0.26.0 runs in the same session on the same crop. Throughput is voxel-offsets per second: voxels x (2 d + 1)^dims / s. The plot shows the
 kernel throughput of each program against the patch size, a line per distance.
 """
 
@@ -33,15 +33,17 @@ GRIDS = {
 }
 
 
-def time_cell(program, path, s, d, repeats, cache):
+def time_cell(program, path, s, d, repeats, cache, cpu_crop=0):
     env = dict(os.environ, CUDANONLOCALMEANS_KERNEL_CACHE_DIR=cache)
     cmd = [program, "--input", path, "--patch-size", str(s), "--patch-distance", str(d), "--h", "0.08",
-           "--sigma", "0.05", "--repeats", str(repeats), "--no-cpu"]
+           "--sigma", "0.05", "--repeats", str(repeats)]
+    cmd += ["--cpu-crop", str(cpu_crop), "--cpu-repeats", "1"] if cpu_crop else ["--no-cpu"]
     try:
         r = run_program(cmd, env)
     except RuntimeError as e:  # e.g. a configuration beyond the GPU's shared memory
         return {"error": str(e).splitlines()[-1][:300]}
-    return {k: r[k] for k in ("kernel_ms_median", "kernel_vops", "first_compile_ms", "configuration") if k in r}
+    keys = ("kernel_ms_median", "kernel_vops", "first_compile_ms", "configuration", "cpu_size", "cpu_ms", "cpu_vops")
+    return {k: r[k] for k in keys if k in r}
 
 
 def plot(results, path):
@@ -83,6 +85,7 @@ def main():
     parser.add_argument("--title", default=None)
     parser.add_argument("--patches", default=None, help="comma-separated patch sizes instead of each grid's")
     parser.add_argument("--distances", default=None, help="comma-separated distances instead of each grid's")
+    parser.add_argument("--no-cpu", action="store_true", help="do not time the CPU backend on the crop")
     args = parser.parse_args()
     if args.replot:
         with open(args.replot) as f:
@@ -119,7 +122,9 @@ def main():
                 offsets = (2 * d + 1) ** len(g["shape"])
                 cell = {"s": s, "d": d}
                 for label, program in programs.items():
-                    cell[label] = time_cell(program, path, s, d, args.repeats, os.path.join(workdir, f"cache-{label}"))
+                    cpu_crop = g["crop"] if label == "after" and not args.no_cpu else 0
+                    cell[label] = time_cell(program, path, s, d, args.repeats, os.path.join(workdir, f"cache-{label}"),
+                                            cpu_crop)
                 t = time.perf_counter()
                 denoise_nl_means(crop, patch_size=s, patch_distance=d, h=0.08, sigma=0.05, fast_mode=True,
                                  preserve_range=True)
@@ -133,8 +138,8 @@ def main():
             json.dump(results, f, indent=1)
     print()
     print("| grid | patch | distance | " + " | ".join(f"{p} kernel ms (VOPS)" for p in programs) +
-          " | vs scikit-image |")
-    print("|---|---|---|" + "---|" * len(programs) + "---|")
+          " | vs scikit-image | vs CPU backend |")
+    print("|---|---|---|" + "---|" * len(programs) + "---|---|")
     for name, grid in results["grids"].items():
         for c in grid["cells"]:
             cols = []
@@ -143,7 +148,8 @@ def main():
                 cols.append(f"{r['kernel_ms_median']:.1f} ({r['kernel_vops']:.2e})" if "kernel_vops" in r else "refused")
             a = c["after"]
             ratio = f"{a['kernel_vops'] / c['skimage']['vops']:.0f}x" if "kernel_vops" in a else "-"
-            print(f"| {name} | {c['s']} | {c['d']} | " + " | ".join(cols) + f" | {ratio} |")
+            cpu = f"{a['kernel_vops'] / a['cpu_vops']:.0f}x" if "kernel_vops" in a and "cpu_vops" in a else "-"
+            print(f"| {name} | {c['s']} | {c['d']} | " + " | ".join(cols) + f" | {ratio} | {cpu} |")
     if args.plot:
         plot(results, args.plot)
 
