@@ -41,10 +41,11 @@
 namespace
 {
 constexpr int TZ = T2;
-constexpr int NW = NT / 32;           // warps: one per row of output voxels
-constexpr int ROWS = T1 + EXT1;       // rows of sums along axis 0 per plane
-constexpr int PLANES = TZ + EXT2;     // planes of the march
-constexpr int UNITS = 2 * ROWS;       // (row, sign) pairs per plane
+constexpr int NW = NT / 32;       // warps: one per row of output voxels
+constexpr int ROWS = T1 + EXT1;   // rows of sums along axis 0 per plane
+constexpr int PLANES = TZ + EXT2; // planes of the march
+constexpr int UNITS = 2 * ROWS;   // (row, sign) pairs per plane
+constexpr int UNITS_PER_WARP = (UNITS + NW - 1) / NW;
 constexpr int BUFFER = 2 * ROWS * 32; // one buffer: both signs
 static_assert(DIM == 3 && WIN0 >= 2 && WIN1 >= 2 && WIN2 >= 2, "the shared-rows kernel is for 3D, patch size >= 3");
 static_assert(!NLM_NOISE_MAP, "the shared-rows kernel takes no noise map (the planner picks the tiled kernel)");
@@ -102,17 +103,20 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 
   // The buffer of a plane is the count of planes marched so far (in this and the earlier shifts)
   // modulo 2: whatever the number of planes per shift, a plane's buffer was last read two planes
-  // earlier, before the barrier that ended the plane in between.
+  // earlier, before the barrier of the plane in between.
   int parity = 0;
   // Per shift: the ring of the sums along axes 0 and 1 of the last WIN2 planes, for +t and -t.
   Real ringP[WIN2];
   Real ringM[WIN2];
-  // One plane of the march: 1. the sums along axis 0 of its rows, for both signs; 2. (after the
-  // barrier) this thread's sums along axis 1, pushed into the rings.
-  auto plane = [&](int pl, Index tOff) {
+  // Step 1 of a plane: the sums along axis 0 of its rows, for both signs, into the plane's buffer.
+  // A warp's units are one unrolled loop, so that their chains of loads, shuffles and additions
+  // interleave; a warp with fewer units repeats the last unit without storing it (no branch).
+  auto rowSums = [&](int pl, Index tOff) {
     Real * buffer = sums + ((pl + parity) % 2) * BUFFER;
-    for (int u = warp; u < UNITS; u += NW)
+#pragma unroll
+    for (int i = 0; i < UNITS_PER_WARP; ++i)
     {
+      const int    u = min(warp + i * NW, UNITS - 1);
       const int    r = u >> 1;
       const Index  sign = (u & 1) ? -tOff : tOff;
       const Real * y = rowStart + (r * fx + pl * fxy) * K;
@@ -130,10 +134,16 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       {
         a = a + __shfl_down_sync(0xffffffffu, d, j);
       }
-      buffer[(u & 1) * ROWS * 32 + r * 32 + lane] = a;
+      if ((i + 1) * NW <= UNITS || warp + i * NW < UNITS)
+      {
+        buffer[(u & 1) * ROWS * 32 + r * 32 + lane] = a;
+      }
     }
-    __syncthreads();
-    const Real * aP = buffer + warp * 32 + lane;
+  };
+  // Step 2 of a plane (after the barrier that ends step 1): this thread's sums along axis 1 from
+  // the buffer, pushed into the rings.
+  auto columnSums = [&](int pl) {
+    const Real * aP = sums + ((pl + parity) % 2) * BUFFER + warp * 32 + lane;
     const Real * aM = aP + ROWS * 32;
     Real         bP = aP[0];
     Real         bM = aM[0];
@@ -152,59 +162,67 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     ringP[WIN2 - 1] = bP;
     ringM[WIN2 - 1] = bM;
   };
-  // One shift: the march, and at the voxels the weights and the two terms (the target term first
-  // when t is lexicographically positive).
+  // The voxel of tile plane q, once the march has passed its patch: the sums along axis 2, the
+  // weights and the two terms (the target term first when t is lexicographically positive).
+  auto voxel = [&](int q, bool targetFirst, bool half, Index tOff) {
+    Real rawP = ringP[0];
+    Real rawM = ringM[0];
+#pragma unroll
+    for (int j = 1; j < WIN2; ++j)
+    {
+      rawP = rawP + ringP[j];
+      rawM = rawM + ringM[j];
+    }
+    const Real   wc = Unpack(ScaledWeight(rawP, norm, invNorm, negScale, half));
+    const Real   wt = Unpack(ScaledWeight(rawM, norm, invNorm, negScale, half));
+    const Real   w1 = targetFirst ? wt : wc;
+    const Real   w2 = targetFirst ? wc : wt;
+    const Real * x = own + centre + q * fxy * K;
+    const Index  off1 = targetFirst ? -tOff : tOff;
+    const Real   w = (ws[0] + w1) + w2;
+    Real         r[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      r[k] = (rs[0][k] + w1 * Value(x[off1 + k])) + w2 * Value(x[-off1 + k]);
+    }
+    // Plane q's accumulators are ws[0] and rs[0]: the arrays rotate by one plane per step, TZ steps
+    // per shift, so that the march need not be unrolled.
+#pragma unroll
+    for (int v = 0; v + 1 < TZ; ++v)
+    {
+      ws[v] = ws[v + 1];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[v][k] = rs[v + 1][k];
+      }
+    }
+    ws[TZ - 1] = w;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      rs[TZ - 1][k] = r[k];
+    }
+  };
+  // One shift: the march through its planes, one barrier per plane between its two steps.
   auto shift = [&](bool targetFirst, int t0, int t1, int t2) {
     const bool  half = (t0 == 0);
     const Index tOff = (t0 + t1 * fx + t2 * fxy) * K;
 #pragma unroll 1
     for (int pl = 0; pl < EXT2; ++pl) // the planes before the first voxel's patch is complete
     {
-      plane(pl, tOff);
+      rowSums(pl, tOff);
+      __syncthreads();
+      columnSums(pl);
     }
-    // The tile's planes in turn: plane q's accumulators are ws[0] and rs[0] (the arrays rotate by
-    // one plane per step, TZ steps per shift), so that the loop need not be unrolled.
 #pragma unroll 1
     for (int q = 0; q < TZ; ++q)
     {
-      plane(q + EXT2, tOff);
-      Real rawP = ringP[0];
-      Real rawM = ringM[0];
-#pragma unroll
-      for (int j = 1; j < WIN2; ++j)
-      {
-        rawP = rawP + ringP[j];
-        rawM = rawM + ringM[j];
-      }
-      const Real   wc = Unpack(ScaledWeight(rawP, norm, invNorm, negScale, half));
-      const Real   wt = Unpack(ScaledWeight(rawM, norm, invNorm, negScale, half));
-      const Real   w1 = targetFirst ? wt : wc;
-      const Real   w2 = targetFirst ? wc : wt;
-      const Real * x = own + centre + q * fxy * K;
-      const Index  off1 = targetFirst ? -tOff : tOff;
-      const Real   w = (ws[0] + w1) + w2;
-      Real         r[K];
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-      {
-        r[k] = (rs[0][k] + w1 * Value(x[off1 + k])) + w2 * Value(x[-off1 + k]);
-      }
-#pragma unroll
-      for (int v = 0; v + 1 < TZ; ++v)
-      {
-        ws[v] = ws[v + 1];
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-        {
-          rs[v][k] = rs[v + 1][k];
-        }
-      }
-      ws[TZ - 1] = w;
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-      {
-        rs[TZ - 1][k] = r[k];
-      }
+      rowSums(q + EXT2, tOff);
+      __syncthreads();
+      columnSums(q + EXT2);
+      voxel(q, targetFirst, half, tOff);
     }
     parity = (parity + PLANES) % 2;
   };
