@@ -10,7 +10,10 @@ distance {5, 11}. Float32 input, float64 arithmetic (the default), h 0.08, sigma
 the benchmark program (a new process, its own kernel cache) gives the median kernel time (CUDA
 events) of --repeats warm Updates and, unless --no-cpu, the CPU backend's time on a crop (32^3,
 512^2); scikit-image 0.26.0 runs in the same session on the same crop. Throughput is voxel-offsets per second: voxels x (2 d + 1)^dims / s. The plot shows the
-kernel throughput of each program against the patch size, a line per distance.
+kernel throughput of each program against the patch size, a line per distance. The table also
+gives a floor: the kernel time at the H200's full FP64 rate with only the contract's FP64 operations
+(fp64_per_voxel_offset), with each weight computed once per pair of offsets or once per offset, and
+the share of it each cell reaches.
 """
 
 import argparse
@@ -31,6 +34,26 @@ GRIDS = {
     "3d": {"shape": (256, 256, 256), "patches": [3, 5, 7, 9, 11], "distances": [3, 5, 7, 11], "crop": 32},
     "2d": {"shape": (4096, 4096), "patches": [3, 7, 11], "distances": [5, 11], "crop": 512},
 }
+
+
+# The H200's FP64 rate (132 SMs x 64 FP64 lanes x 1.98 GHz; performance-model.md) and the FP64
+# operations per voxel-offset that the contract needs at the least (one channel, fast mode): per
+# cell and shift a term (difference, square, minus the noise term: 3), the separable box sums in
+# the contract's order (s - 2 additions per axis), a weight (about 4: a multiplication, two
+# additions and a comparison) and the accumulation (3: a multiplication, two additions).
+FP64_PER_SECOND = 132 * 64 * 1.98e9
+
+
+def fp64_per_voxel_offset(s, dims, halved):
+    """FP64 operations per voxel-offset: each raw and weight computed once for a pair of offsets
+    (raw(c, -t) = raw(c - t, t), the floor) or once per offset (as the kernels here do)."""
+    per_raw = 3 + dims * (s - 2) + 4
+    return (per_raw / 2 if halved else per_raw) + 3
+
+
+def floor_ms(voxels, s, d, dims, halved=True):
+    """Kernel time at full FP64 issue with nothing but the contract's FP64 arithmetic."""
+    return 1e3 * voxels * (2 * d + 1) ** dims * fp64_per_voxel_offset(s, dims, halved) / FP64_PER_SECOND
 
 
 def time_cell(program, path, s, d, repeats, cache, cpu_crop=0):
@@ -72,6 +95,28 @@ def plot(results, path):
     fig.savefig(path, dpi=110)
 
 
+def print_table(results, programs):
+    """The grid as a Markdown table."""
+    print("| grid | patch | distance | " + " | ".join(f"{p} kernel ms (VOPS)" for p in programs) +
+          " | FP64 floor ms, halved / per offset (share reached) | vs scikit-image | vs CPU backend |")
+    print("|---|---|---|" + "---|" * len(programs) + "---|---|---|")
+    for name, grid in results["grids"].items():
+        for c in grid["cells"]:
+            cols = []
+            for p in programs:
+                r = c[p]
+                cols.append(f"{r['kernel_ms_median']:.1f} ({r['kernel_vops']:.2e})" if "kernel_vops" in r else "refused")
+            a = c["after"]
+            ratio = f"{a['kernel_vops'] / c['skimage']['vops']:.0f}x" if "kernel_vops" in a else "-"
+            cpu = f"{a['kernel_vops'] / a['cpu_vops']:.0f}x" if "kernel_vops" in a and "cpu_vops" in a else "-"
+            voxels, dims = 1, len(grid["shape"])
+            for n in grid["shape"]:
+                voxels *= n
+            fh, fp = (floor_ms(voxels, c["s"], c["d"], dims, h) for h in (True, False))
+            share = f" ({fh / a['kernel_ms_median']:.0%} / {fp / a['kernel_ms_median']:.0%})" if "kernel_vops" in a else ""
+            print(f"| {name} | {c['s']} | {c['d']} | " + " | ".join(cols) + f" | {fh:.1f} / {fp:.1f}{share} | {ratio} | {cpu} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmark")
@@ -92,7 +137,10 @@ def main():
             results = json.load(f)
         if args.title:
             results["title"] = args.title
-        plot(results, args.plot)
+        programs = [p for p in ("after", "before") if any(p in c for g in results["grids"].values() for c in g["cells"])]
+        print_table(results, programs)
+        if args.plot:
+            plot(results, args.plot)
         return
 
     import skimage
@@ -137,19 +185,7 @@ def main():
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
     print()
-    print("| grid | patch | distance | " + " | ".join(f"{p} kernel ms (VOPS)" for p in programs) +
-          " | vs scikit-image | vs CPU backend |")
-    print("|---|---|---|" + "---|" * len(programs) + "---|---|")
-    for name, grid in results["grids"].items():
-        for c in grid["cells"]:
-            cols = []
-            for p in programs:
-                r = c[p]
-                cols.append(f"{r['kernel_ms_median']:.1f} ({r['kernel_vops']:.2e})" if "kernel_vops" in r else "refused")
-            a = c["after"]
-            ratio = f"{a['kernel_vops'] / c['skimage']['vops']:.0f}x" if "kernel_vops" in a else "-"
-            cpu = f"{a['kernel_vops'] / a['cpu_vops']:.0f}x" if "kernel_vops" in a and "cpu_vops" in a else "-"
-            print(f"| {name} | {c['s']} | {c['d']} | " + " | ".join(cols) + f" | {ratio} | {cpu} |")
+    print_table(results, list(programs))
     if args.plot:
         plot(results, args.plot)
 
