@@ -3,7 +3,7 @@
 
     python3 benchmarks/grid_benchmarks.py --benchmark build/bin/CudaNonLocalMeansBenchmark \
         [--before /path/to/older/CudaNonLocalMeansBenchmark] [--out grid.json] [--plot grid.png]
-    python3 benchmarks/grid_benchmarks.py --replot grid.json --plot grid.png
+    python3 benchmarks/grid_benchmarks.py --replot grid3d.json,grid2d.json [--before-json old.json] --plot grid.png
 
 Grids: 3D 256^3, patch {3, 5, 7, 9, 11} x distance {3, 5, 7, 11}; 2D 4096^2, patch {3, 7, 11} x
 distance {5, 11}. Float32 input, float64 arithmetic (the default), h 0.08, sigma 0.05. For each cell
@@ -104,9 +104,9 @@ def print_table(results, programs):
         for c in grid["cells"]:
             cols = []
             for p in programs:
-                r = c[p]
-                cols.append(f"{r['kernel_ms_median']:.1f} ({r['kernel_vops']:.2e})" if "kernel_vops" in r else "refused")
-            a = c["after"]
+                r = c.get(p, {})
+                cols.append(f"{r['kernel_ms_median']:.1f} ({r['kernel_vops']:.2e})" if "kernel_vops" in r else "-")
+            a = c.get("after", {})
             ratio = f"{a['kernel_vops'] / c['skimage']['vops']:.0f}x" if "kernel_vops" in a else "-"
             cpu = f"{a['kernel_vops'] / a['cpu_vops']:.0f}x" if "kernel_vops" in a and "cpu_vops" in a else "-"
             voxels, dims = 1, len(grid["shape"])
@@ -126,15 +126,31 @@ def main():
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--plot", default=None)
-    parser.add_argument("--replot", default=None, help="plot this JSON file instead of measuring")
+    parser.add_argument("--replot", default=None,
+                        help="comma-separated JSON files of this script: print their grids and plot them instead of measuring")
+    parser.add_argument("--before-json", default=None,
+                        help="with --replot: a JSON file whose cells' 'after' figures become the cells' 'before'")
     parser.add_argument("--title", default=None)
     parser.add_argument("--patches", default=None, help="comma-separated patch sizes instead of each grid's")
     parser.add_argument("--distances", default=None, help="comma-separated distances instead of each grid's")
     parser.add_argument("--no-cpu", action="store_true", help="do not time the CPU backend on the crop")
     args = parser.parse_args()
     if args.replot:
-        with open(args.replot) as f:
-            results = json.load(f)
+        results = {"grids": {}}
+        for name in args.replot.split(","):
+            with open(name) as f:
+                part = json.load(f)
+            results["grids"].update(part["grids"])
+            if "title" in part and "title" not in results:
+                results["title"] = part["title"]
+        if args.before_json:
+            with open(args.before_json) as f:
+                before = json.load(f)["grids"]
+            for name, grid in results["grids"].items():
+                cells = {(c["s"], c["d"]): c for c in before.get(name, {}).get("cells", [])}
+                for c in grid["cells"]:
+                    if (c["s"], c["d"]) in cells and "after" in cells[(c["s"], c["d"])]:
+                        c["before"] = cells[(c["s"], c["d"])]["after"]
         if args.title:
             results["title"] = args.title
         programs = [p for p in ("after", "before") if any(p in c for g in results["grids"].values() for c in g["cells"])]

@@ -26,12 +26,12 @@ run() { # tool, env, arguments...
   local tool=$1 env=$2; shift 2
   local log="$work/$tool.$RANDOM.log"
   local started=$SECONDS code=0
-  env $env timeout "${CASE_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$program" --backend cuda \
+  env $env timeout -k 10 "${CASE_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$program" --backend cuda \
     --output "$work/out.mha" "$@" > "$log" 2>&1 || code=$?
   if [ $code -eq 0 ]; then
     echo "ok   $tool $env $* ($((SECONDS - started)) s): $(grep -m1 'ERROR SUMMARY' "$log")"
   elif [ $code -eq 124 ]; then
-    echo "TIMEOUT $tool $env $* (${CASE_TIMEOUT} s)"; status=1
+    echo "TIMEOUT $tool $env $* (${CASE_TIMEOUT:-0} s)"; status=1
   else
     echo "FAIL $tool $env $*"; tail -30 "$log"; status=1
   fi

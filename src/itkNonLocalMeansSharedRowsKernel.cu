@@ -36,8 +36,10 @@
 //      sums them along axis 2, turns the two sums into the two weights and accumulates.
 // Two buffers alternate between the planes, so one barrier per plane suffices. Every sum is in the
 // contract's order. The march is a loop (the accumulators of the tile's planes rotate through
-// registers), and every loop over patch offsets is a single loop of s - 1 terms, so the code does
-// not grow with the patch but for those loops.
+// registers), every loop over patch offsets is a single loop of s - 1 terms, and a warp's units of
+// step 1 are one loop of (2 (T1 + s1 - 2) + warps - 1) / warps units (2 to 5 for the planner's
+// shapes), so the code grows with the patch only through those loops. (A forced shape with few
+// warps unrolls many units: one warp at patch 21 unrolls 40.)
 namespace
 {
 constexpr int TZ = T2;

@@ -396,15 +396,17 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
     const char * columns;   // CUDANONLOCALMEANS_COLUMNS (nullptr: the planner's shape)
     const char * sharedRun; // in the description of the run with the footprint forced into shared memory
   };
-  // At distance 21 a footprint in shared memory does not fit, so the planner takes the tiled kernel.
+  // "row(s) float": the column kernel with its footprint in shared memory (in global memory the
+  // description says "row(s) from global memory"). At distance 21 a footprint in shared memory does
+  // not fit, so the planner takes the tiled kernel.
   const Case cases[] = {
-    { "p3 d3 forced global", 3, 3, "global", nullptr, "columns" },
-    { "p3 d8 chosen", 3, 8, nullptr, nullptr, "columns" },
+    { "p3 d3 forced global", 3, 3, "global", nullptr, "row(s) float" },
+    { "p3 d8 chosen", 3, 8, nullptr, nullptr, "row(s) float" },
     { "p3 d21 chosen", 3, 21, nullptr, nullptr, "z-segments" },
-    { "p3 d11 global 1,8,4,2", 3, 11, "global", "1,8,4,2", "columns" },
-    { "p3 d6 global 3,4,2,1", 3, 6, "global", "3,4,2,1", "columns" },
-    { "p5 d9 global 2,2,8,3", 5, 9, "global", "2,2,8,3", "columns" },
-    { "p7 d4 global 1,4,4,1", 7, 4, "global", "1,4,4,1", "columns" },
+    { "p3 d11 global 1,8,4,2", 3, 11, "global", "1,8,4,2", "row(s) float" },
+    { "p3 d6 global 3,4,2,1", 3, 6, "global", "3,4,2,1", "row(s) float" },
+    { "p5 d9 global 2,2,8,3", 5, 9, "global", "2,2,8,3", "row(s) float" },
+    { "p7 d4 global 1,4,4,1", 7, 4, "global", "1,4,4,1", "row(s) float" },
   };
   const auto floats = Image<F3>({ 45, 37, 29 }, 1, 61);
   const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 62);
