@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Times kernel configurations on one synthetic input (a tuning aid, not a test).
 
-Usage: python3 benchmarks/config_sweep.py BENCHMARK_PROGRAM SHAPE SPEC...
+Usage: python3 benchmarks/config_sweep.py BENCHMARK_PROGRAM SHAPE|INPUT.mha SPEC...
 
-SHAPE is the input's size, ITK axis order reversed as NumPy writes it ("4096x4096", "256x256x256");
-the input is run_benchmarks.make_input's (float32, one channel). Each SPEC is "ENV|patch|distance"
+SHAPE is the input's size, ITK axis order reversed as NumPy writes it ("4096x4096", "256x256x256"),
+for run_benchmarks.make_input's input (float32, one channel); or an image file to read instead. Each SPEC is "ENV|patch|distance"
 with ENV a ";"-separated list of NAME=VALUE for the CUDANONLOCALMEANS_ variables (the prefix left
 out), e.g. "COLUMNS=0|7|11" (the tiled kernel), "|7|11" (the planner's choice) or
 "COLUMNS=16,1,8,2;COLUMN_FOOTPRINT=global|7|11". One benchmark process per SPEC (h 0.08, sigma
@@ -28,16 +28,17 @@ from run_benchmarks import make_input  # noqa: E402
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
-    program, shape = sys.argv[1], [int(v) for v in sys.argv[2].split("x")]
+    program, source = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory(prefix="nlm-sweep-") as work:
-        sweep(program, shape, os.path.join(work, "input.mha"), os.path.join(work, "cache"), sys.argv[3:])
+        if os.path.isfile(source):
+            path = source
+        else:
+            path = os.path.join(work, "input.mha")
+            write_mha(path, make_input([int(v) for v in source.split("x")], 1, "float32"), 1)
+        sweep(program, path, os.path.join(work, "cache"), sys.argv[3:])
 
 
-def sweep(program, shape, path, cache, specs):
-    write_mha(path, make_input(shape, 1, "float32"), 1)
-    voxels = 1
-    for n in shape:
-        voxels *= n
+def sweep(program, path, cache, specs):
     for spec in specs:
         names, s, d = spec.split("|")
         env = dict(os.environ, CUDANONLOCALMEANS_KERNEL_CACHE_DIR=cache)
@@ -55,8 +56,7 @@ def sweep(program, shape, path, cache, specs):
         if "kernel_ms_median" not in r:
             print(f"{spec:40s} no GPU run: {lines[0][:200]}", flush=True)
             continue
-        rate = voxels * (2 * int(d) + 1) ** len(shape) / (r["kernel_ms_median"] / 1e3)
-        print(f"{spec:40s} kernel {r['kernel_ms_median']:9.2f} ms {rate:9.3e} vop/s compile "
+        print(f"{spec:40s} kernel {r['kernel_ms_median']:9.2f} ms {r['kernel_vops']:9.3e} vop/s compile "
               f"{r.get('first_compile_ms', 0):7.0f} {r['configuration']}", flush=True)
 
 
