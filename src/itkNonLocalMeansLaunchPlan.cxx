@@ -50,7 +50,7 @@ constexpr int ColumnPatch5FromDistance = 8;
 constexpr int MostColumnPatch2D = 9;
 // The shared-rows kernel's smallest patch and distance by default (SharedRowsKernelPreferred).
 constexpr int SharedRowsFromPatch = 7;
-constexpr int SharedRowsFromDistance = 9;
+constexpr int SharedRowsFromDistance = 7;
 // The largest patch the shared-rows kernel takes (SharedRowsKernelServes).
 constexpr int MostSharedRowsPatch = 21;
 // Offsets inside one block's footprint above this need 64-bit indices.
@@ -212,10 +212,11 @@ SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overr
 }
 
 /** Whether the planner prefers the shared-rows kernel: forced, or patch SharedRowsFromPatch and
- * distance SharedRowsFromDistance or more. Measured on an H200 (160^3 float64, BENCHMARKS.md "Kernels
- * for large distances and patches"): its throughput hardly depends on the distance (5.2e10 voxel-offsets/s at
- * patch 7, 2.2e10 at patch 11), while the tiled kernel's union boxes grow with it: the tiled kernel
- * is faster up to distance 7 and slower from 11 on (1.4x at patch 7, 2.6x at patch 11). */
+ * distance SharedRowsFromDistance or more. Measured on an H200 (256^3 float64, BENCHMARKS.md "The
+ * shared-rows march unrolled at patch 7"): its throughput hardly depends on the distance, while the
+ * tiled kernel's union boxes grow with it. At distance 7 the shared-rows kernel is 1.17x faster at
+ * patch 7, level at patch 9 and 1.06x faster at patch 11; at distance 5 it is level at patch 7 and
+ * 1.44x slower at patch 11. */
 bool
 SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
 {

@@ -36,10 +36,10 @@
 //      sums them along axis 2, turns the two sums into the two weights and accumulates.
 // Two buffers alternate between the planes, so one barrier per plane suffices. Every sum is in the
 // contract's order. The march is a loop (the accumulators of the tile's planes rotate through
-// registers), every loop over patch offsets is a single loop of s - 1 terms, and a warp's units of
-// step 1 are one loop of (2 (T1 + s1 - 2) + warps - 1) / warps units (2 to 5 for the planner's
-// shapes), so the code grows with the patch only through those loops. (A forced shape with few
-// warps unrolls many units: one warp at patch 21 unrolls 40.)
+// registers; unrolled up to patch 7, see MARCH_UNROLL), every loop over patch offsets is a single
+// loop of s - 1 terms, and a warp's units of step 1 are one loop of (2 (T1 + s1 - 2) + warps - 1) /
+// warps units (2 to 5 for the planner's shapes), so the code grows with the patch only through
+// those loops. (A forced shape with few warps unrolls many units: one warp at patch 21 unrolls 40.)
 namespace
 {
 constexpr int TZ = T2;
@@ -49,6 +49,12 @@ constexpr int PLANES = TZ + EXT2; // planes of the march
 constexpr int UNITS = 2 * ROWS;   // (row, sign) pairs per plane
 constexpr int UNITS_PER_WARP = (UNITS + NW - 1) / NW;
 constexpr int BUFFER = 2 * ROWS * 32; // one buffer: both signs
+// Up to patch 7 (and 8 planes) the march through the tile's planes is unrolled, so that the rings
+// and the accumulators do not rotate through registers (moves) but are renamed: 1.13x faster at
+// patch 7 / distance 11 on an H200 (1.20x in single precision). From patch 9 on it is no faster
+// and would take up to 1 s to compile cold; unrolling the planes before the first voxel too
+// spills (BENCHMARKS.md "The shared-rows march unrolled at patch 7").
+constexpr int MARCH_UNROLL = (S <= 7 && TZ <= 8) ? TZ : 1;
 static_assert(DIM == 3 && WIN0 >= 2 && WIN1 >= 2 && WIN2 >= 2, "the shared-rows kernel is for 3D, patch size >= 3");
 static_assert(!NLM_NOISE_MAP, "the shared-rows kernel takes no noise map (the planner picks the tiled kernel)");
 static_assert(T0 == 32 - EXT0 && T0 >= 1 && NW == T1 && NT % 32 == 0, "one warp per row of 32 - (s0 - 2) voxels");
@@ -218,7 +224,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       __syncthreads();
       columnSums(pl);
     }
-#pragma unroll 1
+#pragma unroll(MARCH_UNROLL)
     for (int q = 0; q < TZ; ++q)
     {
       rowSums(q + EXT2, tOff);

@@ -293,13 +293,13 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
 
 TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDistances)
 {
-  // Preferred from patch 7 and distance 9 on; below, the tiled kernel unless none fits.
+  // Preferred from patch 7 and distance 7 on; below, the tiled kernel unless none fits.
   const DeviceLimits h200 = RealDevices().back().Limits;
   for (int patch : { 7, 9, 11, 13, 21 })
   {
-    EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 8), h200, Overrides{}).SharedRows)
+    EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 6), h200, Overrides{}).SharedRows)
       << "patch " << patch;
-    for (int distance : { 9, 11, 21 })
+    for (int distance : { 7, 8, 11, 21 })
     {
       const KernelConfig c =
         itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
@@ -312,10 +312,10 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
     << "patch 5: the column kernel";
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).SharedRows);
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 9, 8, 7, 6 }, 7, 1), h200, Overrides{}).SharedRows);
-  // A GTX 1080 Ti (48 KB of shared memory per block): patch 11 at distance 7 fits no tiled
+  // A GTX 1080 Ti (48 KB of shared memory per block): patch 15 at distance 5 fits no tiled
   // configuration, so the shared-rows kernel serves it.
   const DeviceLimits gtx = RealDevices().front().Limits;
-  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 11, 7), gtx, Overrides{}).SharedRows);
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 15, 5), gtx, Overrides{}).SharedRows);
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 11, 3), gtx, Overrides{}).SharedRows);
   // Beyond patch 21 (at 35 a row's window would not fit a warp) it never serves: the tiled kernel,
   // or the refusal that names the fix.
