@@ -44,12 +44,16 @@ constexpr int MostBlocksPerMultiprocessor = 32;
 constexpr int Registers = 65536;
 // Shared memory the driver reserves per block.
 constexpr int SharedReservedPerBlock = 1024;
-// Patch 5 takes the column kernel from this distance on (ColumnKernelApplies).
+// Patch 5 takes the column kernel from this distance on (ColumnKernelApplies) where the shared-rows
+// kernel does not serve it.
 constexpr int ColumnPatch5FromDistance = 8;
 // The largest patch the column kernel takes in 2D by default (ColumnKernelApplies).
 constexpr int MostColumnPatch2D = 9;
-// The shared-rows kernel's smallest patch and distance by default (SharedRowsKernelPreferred).
-constexpr int SharedRowsFromPatch = 7;
+// The shared-rows kernel's smallest patch by default, its smallest distance at patches up to
+// MostSmallSharedRowsPatch, and its smallest distance beyond (SharedRowsKernelPreferred).
+constexpr int SharedRowsFromPatch = 5;
+constexpr int MostSmallSharedRowsPatch = 7;
+constexpr int SmallSharedRowsFromDistance = 3;
 constexpr int SharedRowsFromDistance = 7;
 // The largest patch the shared-rows kernel takes (SharedRowsKernelServes).
 constexpr int MostSharedRowsPatch = 21;
@@ -106,7 +110,9 @@ ClassicConfiguration(KernelConfig base)
  * at patch 3 it is 2.8x to 13x faster than the tiled kernel at every distance; at patch 5 it is
  * slower at distance 3, level at 7 and 1.65x faster at 11; from patch 7 on the tiled kernel is
  * faster and compiles in a fraction of the time. In 2D (4096^2, "The column kernel in 2D") it is
- * 1.4x to 3.5x faster than the tiled kernel at patches 3 to 9. */
+ * 1.4x to 3.5x faster than the tiled kernel at patches 3 to 9. In 3D the shared-rows kernel, where
+ * preferred, comes first (ChooseConfiguration), so patch 5 takes the column kernel only when the
+ * shared-rows kernel is switched off or does not fit. */
 bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
@@ -211,17 +217,20 @@ SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overr
          std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
-/** Whether the planner prefers the shared-rows kernel: forced, or patch SharedRowsFromPatch and
- * distance SharedRowsFromDistance or more. Measured on an H200 (256^3 float64, BENCHMARKS.md "The
- * shared-rows march unrolled at patch 7"): its throughput hardly depends on the distance, while the
- * tiled kernel's union boxes grow with it. At distance 7 the shared-rows kernel is 1.17x faster at
- * patch 7, level at patch 9 and 1.06x faster at patch 11; at distance 5 it is level at patch 7 and
- * 1.44x slower at patch 11. */
+/** Whether the planner prefers the shared-rows kernel: forced; or patch SharedRowsFromPatch to
+ * MostSmallSharedRowsPatch from distance SmallSharedRowsFromDistance on, larger patches from
+ * SharedRowsFromDistance on. Measured on an H200 (256^3 float64, BENCHMARKS.md "The shared-rows
+ * kernel at patches 5 and 7"): its throughput hardly depends on the distance, while the tiled
+ * kernel's union boxes grow with it. At patch 5 it is 1.11x (distance 3) to 1.56x (distance 7)
+ * faster than the tiled kernel and 1.48x faster than the column kernel at distance 11; at patch 7
+ * 1.05x (distance 3) to 1.32x (distance 7) faster. From patch 9 on, where its march is not unrolled,
+ * it is level at distance 7, 1.06x faster at patch 11, and slower at distance 5 (0.90x at patch 9,
+ * 0.69x at patch 11). */
 bool
 SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
 {
-  return !o.SharedRowsShape.empty() ||
-         (base.PatchSize >= SharedRowsFromPatch && base.PatchDistance >= SharedRowsFromDistance);
+  const int from = (base.PatchSize <= MostSmallSharedRowsPatch) ? SmallSharedRowsFromDistance : SharedRowsFromDistance;
+  return !o.SharedRowsShape.empty() || (base.PatchSize >= SharedRowsFromPatch && base.PatchDistance >= from);
 }
 
 /** The shared-rows kernel's configuration: {planes, warps, blocks per SM} as forced, else 8 planes

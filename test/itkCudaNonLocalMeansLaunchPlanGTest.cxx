@@ -167,7 +167,7 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
               if (c.SharedRows)
               {
                 EXPECT_EQ(n, 3u) << "the shared-rows kernel is 3D only";
-                EXPECT_GE(c.PatchSize, 7) << "the shared-rows kernel serves patches from 7 on unless forced";
+                EXPECT_GE(c.PatchSize, 5) << "the shared-rows kernel serves patches from 5 on unless forced";
                 EXPECT_EQ(c.Tile[0], 32 - (c.PatchSize - 2));
                 EXPECT_EQ(c.Threads(), 32 * c.Tile[1]);
               }
@@ -235,9 +235,13 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitche
   EXPECT_EQ(f.Rows, 8);
   EXPECT_EQ(f.Tile[1], 32);
   EXPECT_EQ(f.Tile[2], 1) << "a forced shape's planes are 1 in 2D";
-  // Patch 5 takes the column kernel from distance 8 on.
-  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 7), h200, Overrides{}).Rows, 0);
-  EXPECT_GT(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, Overrides{}).Rows, 0);
+  // Patch 5 takes the column kernel from distance 8 on where the shared-rows kernel is off.
+  Overrides noRows;
+  noRows.SharedRowsKernelOff = true;
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 7), h200, noRows).Rows, 0);
+  EXPECT_GT(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, noRows).Rows, 0);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, Overrides{}).Rows, 0)
+    << "the shared-rows kernel comes first";
   // From patch 5 on (at small distances) the tiled kernel is chosen, unless a column shape is forced.
   Overrides forced;
   forced.ColumnShape = { 1, 4, 4, 1 };
@@ -293,9 +297,22 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
 
 TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDistances)
 {
-  // Preferred from patch 7 and distance 7 on; below, the tiled kernel unless none fits.
+  // Preferred at patches 5 and 7 from distance 3 on, from patch 9 on from distance 7; below, the
+  // tiled kernel unless none fits.
   const DeviceLimits h200 = RealDevices().back().Limits;
-  for (int patch : { 7, 9, 11, 13, 21 })
+  for (int patch : { 5, 7 })
+  {
+    EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 2), h200, Overrides{}).SharedRows)
+      << "patch " << patch;
+    for (int distance : { 3, 6, 11, 21 })
+    {
+      const KernelConfig c =
+        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
+      EXPECT_TRUE(c.SharedRows) << c.Describe();
+      EXPECT_EQ(c.Tile[2], 8) << c.Describe();
+    }
+  }
+  for (int patch : { 9, 11, 13, 21 })
   {
     EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 6), h200, Overrides{}).SharedRows)
       << "patch " << patch;
@@ -308,8 +325,8 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
       EXPECT_LE(c.SharedBytes(), 48u * 1024u) << "no opt-in needed: " << c.Describe();
     }
   }
-  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 11), h200, Overrides{}).SharedRows)
-    << "patch 5: the column kernel";
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 11), h200, Overrides{}).SharedRows)
+    << "patch 3: the column kernel";
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).SharedRows);
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 9, 8, 7, 6 }, 7, 1), h200, Overrides{}).SharedRows);
   // A GTX 1080 Ti (48 KB of shared memory per block): patch 15 at distance 5 fits no tiled
