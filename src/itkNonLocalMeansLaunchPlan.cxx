@@ -50,11 +50,16 @@ constexpr int ColumnPatch5FromDistance = 8;
 // The largest patch the column kernel takes in 2D by default (ColumnKernelApplies).
 constexpr int MostColumnPatch2D = 9;
 // The shared-rows kernel's smallest patch by default, its smallest distance at patches up to
-// MostSmallSharedRowsPatch, and its smallest distance beyond (SharedRowsKernelPreferred).
+// MostSmallSharedRowsPatch (those whose march the kernel unrolls: MARCH_UNROLL), and its smallest
+// distance beyond (SharedRowsKernelPreferred): one channel in float64 arithmetic, as measured.
 constexpr int SharedRowsFromPatch = 5;
 constexpr int MostSmallSharedRowsPatch = 7;
 constexpr int SmallSharedRowsFromDistance = 3;
 constexpr int SharedRowsFromDistance = 7;
+// The same for several channels or single precision, which were measured before the march was
+// unrolled (patch 7 and more from distance 9).
+constexpr int OtherSharedRowsFromPatch = 7;
+constexpr int OtherSharedRowsFromDistance = 9;
 // The largest patch the shared-rows kernel takes (SharedRowsKernelServes).
 constexpr int MostSharedRowsPatch = 21;
 // Offsets inside one block's footprint above this need 64-bit indices.
@@ -217,9 +222,11 @@ SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overr
          std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
-/** Whether the planner prefers the shared-rows kernel: forced; or patch SharedRowsFromPatch to
- * MostSmallSharedRowsPatch from distance SmallSharedRowsFromDistance on, larger patches from
- * SharedRowsFromDistance on. Measured on an H200 (256^3 float64, BENCHMARKS.md "The shared-rows
+/** Whether the planner prefers the shared-rows kernel: forced; or, for one channel in float64
+ * arithmetic, patch SharedRowsFromPatch to MostSmallSharedRowsPatch from distance
+ * SmallSharedRowsFromDistance on and larger patches from SharedRowsFromDistance on; otherwise (not
+ * measured since the march was unrolled) patch OtherSharedRowsFromPatch from distance
+ * OtherSharedRowsFromDistance on. Measured on an H200 (256^3 float64, BENCHMARKS.md "The shared-rows
  * kernel at patches 5 and 7"): its throughput hardly depends on the distance, while the tiled
  * kernel's union boxes grow with it. At patch 5 it is 1.11x (distance 3) to 1.56x (distance 7)
  * faster than the tiled kernel and 1.48x faster than the column kernel at distance 11; at patch 7
@@ -229,8 +236,16 @@ SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overr
 bool
 SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
 {
+  if (!o.SharedRowsShape.empty())
+  {
+    return true;
+  }
+  if (base.Components > 1 || base.SinglePrecision)
+  {
+    return base.PatchSize >= OtherSharedRowsFromPatch && base.PatchDistance >= OtherSharedRowsFromDistance;
+  }
   const int from = (base.PatchSize <= MostSmallSharedRowsPatch) ? SmallSharedRowsFromDistance : SharedRowsFromDistance;
-  return !o.SharedRowsShape.empty() || (base.PatchSize >= SharedRowsFromPatch && base.PatchDistance >= from);
+  return base.PatchSize >= SharedRowsFromPatch && base.PatchDistance >= from;
 }
 
 /** The shared-rows kernel's configuration: {planes, warps, blocks per SM} as forced, else 8 planes

@@ -39,7 +39,8 @@
 // registers; unrolled up to patch 7, see MARCH_UNROLL), every loop over patch offsets is a single
 // loop of s - 1 terms, and a warp's units of step 1 are one loop of (2 (T1 + s1 - 2) + warps - 1) /
 // warps units (2 to 5 for the planner's shapes), so the code grows with the patch only through
-// those loops. (A forced shape with few warps unrolls many units: one warp at patch 21 unrolls 40.)
+// those loops and, up to patch 7, the march's planes. (A forced shape with few warps unrolls many
+// units: one warp at patch 21 unrolls 40.)
 namespace
 {
 constexpr int TZ = T2;
@@ -53,7 +54,8 @@ constexpr int BUFFER = 2 * ROWS * 32; // one buffer: both signs
 // and the accumulators do not rotate through registers (moves) but are renamed: 1.13x faster at
 // patch 7 / distance 11 on an H200 (1.20x in single precision). From patch 9 on it is no faster
 // and would take up to 1 s to compile cold; unrolling the planes before the first voxel too
-// spills (BENCHMARKS.md "The shared-rows march unrolled at patch 7").
+// spills (BENCHMARKS.md "The shared-rows march unrolled at patch 7"). The planner's
+// MostSmallSharedRowsPatch follows this rule.
 constexpr int MARCH_UNROLL = (S <= 7 && TZ <= 8) ? TZ : 1;
 static_assert(DIM == 3 && WIN0 >= 2 && WIN1 >= 2 && WIN2 >= 2, "the shared-rows kernel is for 3D, patch size >= 3");
 static_assert(!NLM_NOISE_MAP, "the shared-rows kernel takes no noise map (the planner picks the tiled kernel)");
@@ -195,7 +197,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       r[k] = (rs[0][k] + w1 * Value(x[off1 + k])) + w2 * Value(x[-off1 + k]);
     }
     // Plane q's accumulators are ws[0] and rs[0]: the arrays rotate by one plane per step, TZ steps
-    // per shift, so that the march need not be unrolled.
+    // per shift, so that the march need not be unrolled (where it is, the rotation is renaming).
 #pragma unroll
     for (int v = 0; v + 1 < TZ; ++v)
     {

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace
@@ -240,8 +241,10 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitche
   noRows.SharedRowsKernelOff = true;
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 7), h200, noRows).Rows, 0);
   EXPECT_GT(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, noRows).Rows, 0);
-  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, Overrides{}).Rows, 0)
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, Overrides{}).SharedRows)
     << "the shared-rows kernel comes first";
+  EXPECT_GT(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8, 3), h200, Overrides{}).Rows, 0)
+    << "several channels: the column kernel";
   // From patch 5 on (at small distances) the tiled kernel is chosen, unless a column shape is forced.
   Overrides forced;
   forced.ColumnShape = { 1, 4, 4, 1 };
@@ -327,6 +330,23 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
   }
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 11), h200, Overrides{}).SharedRows)
     << "patch 3: the column kernel";
+  // Even patch sizes take the rule of the odd size they become.
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 6, 3), h200, Overrides{}).SharedRows);
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 8, 6), h200, Overrides{}).SharedRows);
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 8, 7), h200, Overrides{}).SharedRows);
+  // Several channels and single precision (not measured since the march was unrolled): from patch 7
+  // and distance 9 on.
+  for (bool single : { false, true })
+  {
+    for (const auto & [patch, distance, expected] :
+         std::vector<std::tuple<int, int, bool>>{ { 5, 11, false }, { 7, 8, false }, { 7, 9, true }, { 11, 21, true } })
+    {
+      Problem p = MakeProblem(3, { 64, 48, 40 }, patch, distance, single ? 1 : 3);
+      p.SinglePrecision = single;
+      EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, Overrides{}).SharedRows, expected)
+        << "patch " << patch << ", distance " << distance << (single ? ", single precision" : ", 3 channels");
+    }
+  }
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).SharedRows);
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 9, 8, 7, 6 }, 7, 1), h200, Overrides{}).SharedRows);
   // A GTX 1080 Ti (48 KB of shared memory per block): patch 15 at distance 5 fits no tiled
