@@ -45,7 +45,7 @@ constexpr int Registers = 65536;
 // Shared memory the driver reserves per block.
 constexpr int SharedReservedPerBlock = 1024;
 // Patch 5 takes the column kernel from this distance on (ColumnKernelApplies) where the shared-rows
-// kernel does not serve it.
+// kernel is not preferred.
 constexpr int ColumnPatch5FromDistance = 8;
 // The largest patch the column kernel takes in 2D by default (ColumnKernelApplies).
 constexpr int MostColumnPatch2D = 9;
@@ -116,8 +116,8 @@ ClassicConfiguration(KernelConfig base)
  * slower at distance 3, level at 7 and 1.65x faster at 11; from patch 7 on the tiled kernel is
  * faster and compiles in a fraction of the time. In 2D (4096^2, "The column kernel in 2D") it is
  * 1.4x to 3.5x faster than the tiled kernel at patches 3 to 9. In 3D the shared-rows kernel, where
- * preferred, comes first (ChooseConfiguration), so patch 5 takes the column kernel only when the
- * shared-rows kernel is switched off or does not fit. */
+ * preferred, comes first (ChooseConfiguration), so patch 5 takes the column kernel only where it is
+ * not (several channels, single precision), switched off or does not fit. */
 bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
