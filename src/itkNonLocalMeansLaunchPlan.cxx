@@ -45,19 +45,21 @@ constexpr int Registers = 65536;
 // Shared memory the driver reserves per block.
 constexpr int SharedReservedPerBlock = 1024;
 // Patch 5 takes the column kernel from this distance on (ColumnKernelApplies) where the shared-rows
-// kernel is not preferred.
+// kernel is not preferred; one channel in single precision from distance 2 on (the smallest
+// measured), where the shared-rows kernel is not preferred at patch 5 (SharedRowsKernelPreferred).
 constexpr int ColumnPatch5FromDistance = 8;
+constexpr int SinglePrecisionColumnPatch5FromDistance = 2;
 // The largest patch the column kernel takes in 2D by default (ColumnKernelApplies).
 constexpr int MostColumnPatch2D = 9;
 // The shared-rows kernel's smallest patch by default, its smallest distance at patches up to
 // MostSmallSharedRowsPatch (those whose march the kernel unrolls: MARCH_UNROLL), and its smallest
-// distance beyond (SharedRowsKernelPreferred): one channel in float64 arithmetic, as measured.
+// distance beyond (SharedRowsKernelPreferred): one channel, in float64 or single precision.
 constexpr int SharedRowsFromPatch = 5;
 constexpr int MostSmallSharedRowsPatch = 7;
 constexpr int SmallSharedRowsFromDistance = 3;
 constexpr int SharedRowsFromDistance = 7;
-// The same for several channels or single precision, which were measured before the march was
-// unrolled (patch 7 and more from distance 9).
+// The same for several channels, where the shared-rows kernel is no faster at patches 5 and 7
+// below distance 9 (patch 7 and more from distance 9).
 constexpr int OtherSharedRowsFromPatch = 7;
 constexpr int OtherSharedRowsFromDistance = 9;
 // The largest patch the shared-rows kernel takes (SharedRowsKernelServes).
@@ -108,7 +110,16 @@ ClassicConfiguration(KernelConfig base)
   return base;
 }
 
-/** Whether the column kernel applies. 3D: patch 3, or patch 5 from ColumnPatch5FromDistance on. 2D:
+/** The distance from which the column kernel takes patch 5 in 3D: SinglePrecisionColumnPatch5FromDistance
+ * for one channel in single precision, else ColumnPatch5FromDistance. */
+int
+ColumnPatch5From(const KernelConfig & base)
+{
+  return (base.SinglePrecision && base.Components == 1) ? SinglePrecisionColumnPatch5FromDistance
+                                                        : ColumnPatch5FromDistance;
+}
+
+/** Whether the column kernel applies. 3D: patch 3, or patch 5 from ColumnPatch5From on. 2D:
  * patch 3 to MostColumnPatch2D. 2D and 3D: 3 to 11 when its shape is forced; not switched off, and
  * weights that can use the scaled form (-kExpA / norm a finite double: h above about 1e-151).
  * Measured on an H200 (3D 160^3 float64, BENCHMARKS.md "Kernels for large distances and patches"):
@@ -117,13 +128,16 @@ ClassicConfiguration(KernelConfig base)
  * faster and compiles in a fraction of the time. In 2D (4096^2, "The column kernel in 2D") it is
  * 1.4x to 3.5x faster than the tiled kernel at patches 3 to 9. In 3D the shared-rows kernel, where
  * preferred, comes first (ChooseConfiguration), so patch 5 takes the column kernel only where it is
- * not (several channels, single precision), switched off or does not fit. */
+ * not (several channels), switched off or does not fit. In single precision (256^3, one channel)
+ * it is 1.80x to 1.82x faster than the shared-rows kernel at patch 5, distances 3 to 7 (footprint in
+ * shared memory), 1.37x at 11 (in global memory), and 2.37x faster than the tiled kernel at
+ * distance 2 ("The shared-rows kernel in single precision and with several channels"). */
 bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
   const bool forced = !o.ColumnShape.empty() && base.PatchSize >= 3 && base.PatchSize <= 11;
   const bool chosen = (p.Dimension == 3 && (base.PatchSize == 3 ||
-                                            (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5FromDistance))) ||
+                                            (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5From(base)))) ||
                       (p.Dimension == 2 && base.PatchSize >= 3 && base.PatchSize <= MostColumnPatch2D);
   return (p.Dimension == 2 || p.Dimension == 3) && (forced || chosen) && o.TileShape.empty() && !o.ColumnKernelOff &&
          !base.NoiseMap && !base.IsAnisotropic() && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
@@ -138,8 +152,10 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
 {
   // {rows, planes, warps, blocks per SM}. 3D: float64 arithmetic, float arithmetic, several
   // components, then smaller footprints. In 2D a thread marches through its rows (one plane): 4 rows
-  // and 4 blocks per SM at patch 3, 16 rows at patches 5 and 7, 8 from patch 9 on, whose 16 rows
-  // would take about a second to compile cold (BENCHMARKS.md "The column kernel in 2D").
+  // and 4 blocks per SM at patch 3, 16 rows at patch 5, 8 from patch 7 on, whose 16 rows take 0.8
+  // to 1.3 s to compile cold on a 2-core x86-64 machine (sm_80; 8 rows at patch 7 are 1.15x slower
+  // at distance 11: BENCHMARKS.md "The column kernel in 2D" and "... single precision and with
+  // several channels").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
   if (base.Dimension == 2)
   {
@@ -148,7 +164,7 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
     {
       shapes.insert(shapes.begin(), { 4, 1, 8, 4 });
     }
-    else if (base.PatchSize <= 7)
+    else if (base.PatchSize == 5)
     {
       shapes.insert(shapes.begin(), { 16, 1, 8, 2 });
     }
@@ -222,17 +238,24 @@ SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overr
          std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
-/** Whether the planner prefers the shared-rows kernel: forced; or, for one channel in float64
- * arithmetic, patch SharedRowsFromPatch to MostSmallSharedRowsPatch from distance
- * SmallSharedRowsFromDistance on and larger patches from SharedRowsFromDistance on; otherwise (not
- * measured since the march was unrolled) patch OtherSharedRowsFromPatch from distance
- * OtherSharedRowsFromDistance on. Measured on an H200 (256^3 float64, BENCHMARKS.md "The shared-rows
- * kernel at patches 5 and 7"): its throughput hardly depends on the distance, while the tiled
- * kernel's union boxes grow with it. At patch 5 it is 1.11x (distance 3) to 1.56x (distance 7)
- * faster than the tiled kernel and 1.48x faster than the column kernel at distance 11; at patch 7
- * 1.05x (distance 3) to 1.32x (distance 7) faster. From patch 9 on, where its march is not unrolled,
- * it is level at distance 7, 1.06x faster at patch 11, and slower at distance 5 (0.90x at patch 9,
- * 0.69x at patch 11). */
+/** Whether the planner prefers the shared-rows kernel: forced; or, for one channel (float64 or
+ * single precision), patch SharedRowsFromPatch to MostSmallSharedRowsPatch from distance
+ * SmallSharedRowsFromDistance on and larger patches from SharedRowsFromDistance on, except at patch 5
+ * in single precision, where the column kernel is faster; for
+ * several channels patch OtherSharedRowsFromPatch from distance OtherSharedRowsFromDistance on.
+ * Measured on an H200 (BENCHMARKS.md "The shared-rows kernel at patches 5 and 7" and "The
+ * shared-rows kernel in single precision and with several channels"): its throughput hardly depends
+ * on the distance, while the tiled kernel's union boxes grow with it.
+ * - float64, 256^3: at patch 5 1.11x (distance 3) to 1.56x (distance 7) faster than the tiled
+ *   kernel and 1.48x faster than the column kernel at distance 11; at patch 7 1.05x (distance 3) to
+ *   1.32x (distance 7) faster. From patch 9 on, where its march is not unrolled, level at distance
+ *   7, 1.06x faster at patch 11, and slower at distance 5 (0.90x at patch 9, 0.69x at patch 11).
+ * - single precision, 256^3: 1.44x to 2.00x faster than the tiled kernel at patch 5 (distances 3 to
+ *   7), 1.14x to 1.56x at patch 7, 1.09x at patch 9 / distance 7; but 0.55x to 0.73x as fast as the
+ *   column kernel at patch 5 (ColumnKernelApplies). At patch 7 the column kernel (forced, footprint
+ *   in global memory) is 0.73x as fast as it.
+ * - 3 channels, 128^3 float64: 0.81x to 1.0x as fast at patches 5 and 7, distances 3 to 7, and
+ *   0.83x at patch 9 / distance 7; 2 channels, 160^3: 0.72x (patch 7 / distance 3) to 1.12x. */
 bool
 SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
 {
@@ -240,12 +263,29 @@ SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
   {
     return true;
   }
-  if (base.Components > 1 || base.SinglePrecision)
+  if (base.Components > 1)
   {
     return base.PatchSize >= OtherSharedRowsFromPatch && base.PatchDistance >= OtherSharedRowsFromDistance;
   }
+  if (base.SinglePrecision && base.PatchSize == 5)
+  {
+    return false; // the column kernel (ColumnPatch5From): 1.37x to 1.82x faster in single precision
+  }
   const int from = (base.PatchSize <= MostSmallSharedRowsPatch) ? SmallSharedRowsFromDistance : SharedRowsFromDistance;
   return base.PatchSize >= SharedRowsFromPatch && base.PatchDistance >= from;
+}
+
+/** Whether the planner prefers the shared-rows kernel to the column kernel's configuration
+ * `columns`, which applies ahead of it (SharedRowsKernelPreferred): at patch 5 in single precision
+ * with one channel where the column kernel's footprint does not fit shared memory (and is not forced). That column
+ * kernel is faster (675 against 923 ms at 256^3, distance 11, on an H200) but takes 1.0 to 1.2 s
+ * to compile cold (sm_61/80/90, 2-core x86-64), beyond issue 12's 1 s; with its footprint in
+ * shared memory it compiles in about 0.8 s. */
+bool
+SharedRowsKernelPreferredOver(const KernelConfig & columns, const Overrides & o)
+{
+  return columns.SinglePrecision && columns.Components == 1 && columns.PatchSize == 5 && columns.GlobalFootprint &&
+         o.ColumnShape.empty() && o.ColumnFootprint.empty();
 }
 
 /** The shared-rows kernel's configuration: {planes, warps, blocks per SM} as forced, else 8 planes
@@ -678,6 +718,10 @@ ChooseConfiguration(const Problem &         p,
   {
     bool               found = false;
     const KernelConfig columns = ChooseColumnShape(base, limits, o, found);
+    if (found && rowsServe && rowsFit && SharedRowsKernelPreferredOver(columns, o))
+    {
+      return rows;
+    }
     if (found)
     {
       return columns;

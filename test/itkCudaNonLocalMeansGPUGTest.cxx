@@ -382,6 +382,31 @@ ExpectTheSameSinglePrecisionOutputWith(const TImage *                           
 }
 } // namespace
 
+TEST(CudaNonLocalMeansGPU, ImagesSmallerThanThePaddingEqualTheCPUBackendOnEveryKernel)
+{
+  // Smaller than the padding on every axis: the planner runs this case with the shared-rows kernel,
+  // and without it with the tiled kernel; the column kernel, forced, with its footprint in shared
+  // and in global memory.
+  const auto   tiny = Image<F3>({ 3, 4, 5 }, 1, 13);
+  const Params params{ 5, 4, 0.1, 0.05 };
+  ExpectTheCPUBackendsOutputFrom(tiny.GetPointer(), params, "shared rows", "3D float smaller than padding");
+  SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", "0");
+  ExpectTheCPUBackendsOutputFrom(tiny.GetPointer(), params, "z-segments", "3D float smaller than padding, tiled");
+  SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", nullptr);
+  SetEnv("CUDANONLOCALMEANS_COLUMNS", "2,2,4,1");
+  for (const char * footprint : { "shared", "global" })
+  {
+    SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", footprint);
+    ExpectTheCPUBackendsOutputFrom(
+      tiny.GetPointer(),
+      params,
+      std::string(footprint) == "global" ? "2 row(s) from global memory" : "2 row(s) float",
+      std::string("3D float smaller than padding, columns 2,2,4,1, footprint ") + footprint);
+  }
+  SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", nullptr);
+  SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+}
+
 TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackendBitwise)
 {
   // The column kernel with its footprint read from global memory: forced, and chosen by the
@@ -433,6 +458,14 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
   }
   SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", nullptr);
   SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
+  // Single precision at patch 5: the planner's column kernel (footprint in shared memory), against
+  // the tiled kernel.
+  ExpectTheSameSinglePrecisionOutputWith(floats.GetPointer(),
+                                         { 5, 3, 0.1, 0.05 },
+                                         { { "CUDANONLOCALMEANS_COLUMNS", "0" } },
+                                         "2 row(s) float",
+                                         "z-segments",
+                                         "p5 d3 single precision chosen");
 }
 
 TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
@@ -451,7 +484,8 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
   };
   const Case cases[] = {
     { "p3 d5 chosen", 3, 5, nullptr, nullptr, "columns of 4 row(s)" },
-    { "p7 d11 chosen", 7, 11, nullptr, nullptr, "columns of 16 row(s)" },
+    { "p5 d7 chosen", 5, 7, nullptr, nullptr, "columns of 16 row(s)" },
+    { "p7 d11 chosen", 7, 11, nullptr, nullptr, "columns of 8 row(s)" },
     { "p9 d3 chosen", 9, 3, nullptr, nullptr, "columns of 8 row(s)" },
     { "p5 d21 global", 5, 21, "global", nullptr, "row(s) from global memory" },
     { "p9 d6 shared 4,1,2,1", 9, 6, "shared", "4,1,2,1", "columns of 4 row(s)" },

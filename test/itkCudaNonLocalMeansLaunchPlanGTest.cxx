@@ -224,7 +224,9 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitche
     }
   }
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 3, 3), h200, Overrides{}).Rows, 4);
-  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).Rows, 16);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 5, 11), h200, Overrides{}).Rows, 16);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).Rows, 8)
+    << "16 rows take about a second to compile cold";
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 9, 11), h200, Overrides{}).Rows, 8);
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 3, 3), h200, Overrides{}).Rows, 8)
     << "16 rows of 3 channels would be 64 accumulators";
@@ -334,17 +336,54 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
   EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 6, 3), h200, Overrides{}).SharedRows);
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 8, 6), h200, Overrides{}).SharedRows);
   EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 8, 7), h200, Overrides{}).SharedRows);
-  // Several channels and single precision (not measured since the march was unrolled): from patch 7
-  // and distance 9 on.
+  // Single precision with one channel: the same rule, except at patch 5, which takes the column
+  // kernel from distance 2 on where its footprint fits shared memory (on an H200 up to distance 7),
+  // beyond it the shared-rows kernel, whose cold compile is shorter. Several channels, in float64 and in single
+  // precision: from patch 7 and distance 9 on.
+  struct SingleCase
+  {
+    int  patch, distance;
+    char kernel; // 'S' shared rows, 'C' column, 'T' tiled
+  };
+  for (const SingleCase & c : std::vector<SingleCase>{ { 5, 1, 'T' },
+                                                       { 5, 2, 'C' },
+                                                       { 5, 3, 'C' },
+                                                       { 5, 7, 'C' },
+                                                       { 5, 8, 'S' },
+                                                       { 5, 11, 'S' },
+                                                       { 7, 2, 'T' },
+                                                       { 7, 3, 'S' },
+                                                       { 7, 11, 'S' },
+                                                       { 9, 6, 'T' },
+                                                       { 9, 7, 'S' },
+                                                       { 13, 21, 'S' } })
+  {
+    Problem p = MakeProblem(3, { 64, 48, 40 }, c.patch, c.distance);
+    p.SinglePrecision = true;
+    const KernelConfig k = itk::nlm::ChooseConfiguration(p, h200, Overrides{});
+    EXPECT_EQ(k.SharedRows ? 'S' : (k.Rows > 0 ? 'C' : 'T'), c.kernel) << k.Describe();
+  }
+  {
+    Problem p = MakeProblem(3, { 64, 48, 40 }, 5, 11);
+    p.SinglePrecision = true;
+    Overrides global;
+    global.ColumnFootprint = "global"; // forced: the column kernel stays
+    const KernelConfig k = itk::nlm::ChooseConfiguration(p, h200, global);
+    EXPECT_TRUE(k.Rows > 0 && k.GlobalFootprint) << k.Describe();
+  }
   for (bool single : { false, true })
   {
-    for (const auto & [patch, distance, expected] :
-         std::vector<std::tuple<int, int, bool>>{ { 5, 11, false }, { 7, 8, false }, { 7, 9, true }, { 11, 21, true } })
+    for (int channels : { 2, 3 })
     {
-      Problem p = MakeProblem(3, { 64, 48, 40 }, patch, distance, single ? 1 : 3);
-      p.SinglePrecision = single;
-      EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, Overrides{}).SharedRows, expected)
-        << "patch " << patch << ", distance " << distance << (single ? ", single precision" : ", 3 channels");
+      for (const auto & [patch, distance, expected] : std::vector<std::tuple<int, int, bool>>{
+             { 5, 11, false }, { 7, 3, false }, { 7, 8, false }, { 7, 9, true }, { 11, 21, true } })
+      {
+        Problem p = MakeProblem(3, { 64, 48, 40 }, patch, distance, channels);
+        p.SinglePrecision = single;
+        EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, Overrides{}).SharedRows, expected)
+          << "patch " << patch << ", distance " << distance << ", " << channels << " channels"
+          << (single ? ", single precision" : "");
+      }
     }
   }
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).SharedRows);
