@@ -58,8 +58,9 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "CUDANONLOCALMEANS_COLUMN_FOOTPRINT=global" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=0" --input "$work/c3.mha" --patch-size 5 --patch-distance 8 --h 0.1
   # The shared-rows kernel: chosen (patch 7, distance 9; an image smaller than the padding; patch 5,
-  # distance 4, its march unrolled; single precision at patch 7, distance 3), forced shapes with channels and with several blocks per SM, the
-  # shapes the planner chooses up to patch 11 (8,16,1) and from patch 13 on (4,16,1). Racecheck does
+  # distance 4, its march unrolled; single precision at patch 7, distance 3), forced shapes with
+  # channels and with several blocks per SM, the shapes the planner chooses up to patch 11 (8,16,1)
+  # and from patch 13 on (4,16,1). Racecheck does
   # not finish the chosen patch 7 case's 3610 shifts in 150 s on an H200, so it races the same shape
   # at distance 2.
   [ "$tool" = racecheck ] || run $tool "" --input "$work/s3.mha" --patch-size 7 --patch-distance 9 --h 0.1 --sigma 0.05

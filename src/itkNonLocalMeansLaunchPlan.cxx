@@ -277,10 +277,10 @@ SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
 
 /** Whether the planner prefers the shared-rows kernel to the column kernel's configuration
  * `columns`, which applies ahead of it (SharedRowsKernelPreferred): at patch 5 in single precision
- * with one channel where the column kernel's footprint does not fit shared memory (and is not forced). That column
- * kernel is faster (675 against 923 ms at 256^3, distance 11, on an H200) but takes 1.0 to 1.2 s
- * to compile cold (sm_61/80/90, 2-core x86-64), beyond issue 12's 1 s; with its footprint in
- * shared memory it compiles in about 0.8 s. */
+ * with one channel, where the column kernel's footprint does not fit shared memory and is not
+ * forced. That column kernel is faster (675 against 923 ms at 256^3, distance 11, on an H200) but
+ * takes 1.0 to 1.2 s to compile cold (sm_61/80/90, 2-core x86-64), beyond issue 12's 1 s; with its
+ * footprint in shared memory it compiles in about 0.8 s. */
 bool
 SharedRowsKernelPreferredOver(const KernelConfig & columns, const Overrides & o)
 {

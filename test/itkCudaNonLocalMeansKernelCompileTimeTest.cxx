@@ -21,10 +21,11 @@
 // the architectures given on the command line (default sm_80 and sm_90), and 3D problems in single
 // precision (opt-in) at patch sizes 3 to 21: each compiles in at most one second (issue 12's bar).
 // The time is the process's processor time (NVRTC compiles on the calling thread, so on an idle
-// machine it is the wall-clock time), the fastest of five attempts: on a shared 2-core virtual
-// machine the wall-clock time of the same compile ranged from 0.5 to 1.1 s while other work ran,
-// which says nothing about the kernel. Problems whose every configuration exceeds a device's limits are computed on the
-// CPU by Backend Auto and counted as such. Exits 77 (skipped) when no NVRTC can be loaded.
+// machine it is the wall-clock time; it leaves out time the process waits for a CPU), the fastest
+// of five attempts: the same compile took 0.52 to 0.58 s alone on a 2-core virtual machine and
+// 1.05 s, fastest of five, during a CI run on it. Problems whose every configuration exceeds a
+// device's limits are computed on the CPU by Backend Auto and counted as such. Exits 77 (skipped)
+// when no NVRTC can be loaded.
 
 #include "itkCudaNonLocalMeansCompileTestSetup.h"
 #include "itkNonLocalMeansKernelCompiler.h"
@@ -35,8 +36,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <string>
 #include <vector>
