@@ -152,10 +152,10 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
 {
   // {rows, planes, warps, blocks per SM}. 3D: float64 arithmetic, float arithmetic, several
   // components, then smaller footprints. In 2D a thread marches through its rows (one plane): 4 rows
-  // and 4 blocks per SM at patch 3, 16 rows at patch 5, 8 from patch 7 on, whose 16 rows take 0.8
-  // to 1.3 s to compile cold on a 2-core x86-64 machine (sm_80; 8 rows at patch 7 are 1.15x slower
-  // at distance 11: BENCHMARKS.md "The column kernel in 2D" and "... single precision and with
-  // several channels").
+  // and 4 blocks per SM at patch 3, 16 rows at patches 5 and 7 (at patch 7 1.15x faster than 8 rows
+  // at distance 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64 machine, sm_80/90), 8 at patch
+  // 9, whose 16 rows take 0.86 to 1.18 s (BENCHMARKS.md "The column kernel in 2D" and "16 rows at
+  // patch 7 in 2D again").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
   if (base.Dimension == 2)
   {
@@ -164,7 +164,7 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
     {
       shapes.insert(shapes.begin(), { 4, 1, 8, 4 });
     }
-    else if (base.PatchSize == 5)
+    else if (base.PatchSize == 5 || base.PatchSize == 7)
     {
       shapes.insert(shapes.begin(), { 16, 1, 8, 2 });
     }

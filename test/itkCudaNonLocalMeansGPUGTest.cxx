@@ -485,7 +485,7 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
   const Case cases[] = {
     { "p3 d5 chosen", 3, 5, nullptr, nullptr, "columns of 4 row(s)" },
     { "p5 d7 chosen", 5, 7, nullptr, nullptr, "columns of 16 row(s)" },
-    { "p7 d11 chosen", 7, 11, nullptr, nullptr, "columns of 8 row(s)" },
+    { "p7 d11 chosen", 7, 11, nullptr, nullptr, "columns of 16 row(s)" },
     { "p9 d3 chosen", 9, 3, nullptr, nullptr, "columns of 8 row(s)" },
     { "p5 d21 global", 5, 21, "global", nullptr, "row(s) from global memory" },
     { "p9 d6 shared 4,1,2,1", 9, 6, "shared", "4,1,2,1", "columns of 4 row(s)" },
