@@ -46,7 +46,7 @@ constexpr int Registers = 65536;
 constexpr int SharedReservedPerBlock = 1024;
 // Patch 5 takes the column kernel from this distance on (ColumnKernelApplies) where the shared-rows
 // kernel is not preferred; one channel in single precision from distance 2 on (the smallest
-// measured), where the shared-rows kernel is not preferred at patch 5 (SharedRowsKernelPreferred).
+// measured; SinglePrecisionPatch5Kernel, the home of that case's rule).
 constexpr int ColumnPatch5FromDistance = 8;
 constexpr int SinglePrecisionColumnPatch5FromDistance = 2;
 // The largest patch the column kernel takes in 2D by default (ColumnKernelApplies).
@@ -110,37 +110,35 @@ ClassicConfiguration(KernelConfig base)
   return base;
 }
 
-/** The distance from which the column kernel takes patch 5 in 3D: SinglePrecisionColumnPatch5FromDistance
- * for one channel in single precision, else ColumnPatch5FromDistance. */
-int
-ColumnPatch5From(const KernelConfig & base)
+/** Whether the column kernel can serve a problem: 2D or 3D, not switched off, no tiled shape
+ * forced, no noise map, isotropic, and weights that can use the scaled form (-kExpA / norm a finite
+ * double: h above about 1e-151). */
+bool
+ColumnKernelUsable(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
-  return (base.SinglePrecision && base.Components == 1) ? SinglePrecisionColumnPatch5FromDistance
-                                                        : ColumnPatch5FromDistance;
+  return (p.Dimension == 2 || p.Dimension == 3) && o.TileShape.empty() && !o.ColumnKernelOff && !base.NoiseMap &&
+         !base.IsAnisotropic() && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
-/** Whether the column kernel applies. 3D: patch 3, or patch 5 from ColumnPatch5From on. 2D:
- * patch 3 to MostColumnPatch2D. 2D and 3D: 3 to 11 when its shape is forced; not switched off, and
- * weights that can use the scaled form (-kExpA / norm a finite double: h above about 1e-151).
+/** Whether the column kernel applies (where ColumnKernelUsable). 3D: patch 3, or patch 5 from
+ * ColumnPatch5FromDistance on. 2D: patch 3 to MostColumnPatch2D. 2D and 3D: 3 to 11 when its shape
+ * is forced.
  * Measured on an H200 (3D 160^3 float64, BENCHMARKS.md "Kernels for large distances and patches"):
  * at patch 3 it is 2.8x to 13x faster than the tiled kernel at every distance; at patch 5 it is
  * slower at distance 3, level at 7 and 1.65x faster at 11; from patch 7 on the tiled kernel is
  * faster and compiles in a fraction of the time. In 2D (4096^2, "The column kernel in 2D") it is
  * 1.4x to 3.5x faster than the tiled kernel at patches 3 to 9. In 3D the shared-rows kernel, where
  * preferred, comes first (ChooseConfiguration), so patch 5 takes the column kernel only where it is
- * not (several channels), switched off or does not fit. In single precision (256^3, one channel)
- * it is 1.80x to 1.82x faster than the shared-rows kernel at patch 5, distances 3 to 7 (footprint in
- * shared memory), 1.37x at 11 (in global memory), and 2.37x faster than the tiled kernel at
- * distance 2 ("The shared-rows kernel in single precision and with several channels"). */
+ * not (several channels), switched off or does not fit; one channel in single precision at patch 5
+ * has its own rule (SinglePrecisionPatch5Kernel). */
 bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
   const bool forced = !o.ColumnShape.empty() && base.PatchSize >= 3 && base.PatchSize <= 11;
   const bool chosen = (p.Dimension == 3 && (base.PatchSize == 3 ||
-                                            (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5From(base)))) ||
+                                            (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5FromDistance))) ||
                       (p.Dimension == 2 && base.PatchSize >= 3 && base.PatchSize <= MostColumnPatch2D);
-  return (p.Dimension == 2 || p.Dimension == 3) && (forced || chosen) && o.TileShape.empty() && !o.ColumnKernelOff &&
-         !base.NoiseMap && !base.IsAnisotropic() && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+  return (forced || chosen) && ColumnKernelUsable(p, base, o);
 }
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
@@ -238,11 +236,12 @@ SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overr
          std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
-/** Whether the planner prefers the shared-rows kernel: forced; or, for one channel (float64 or
- * single precision), patch SharedRowsFromPatch to MostSmallSharedRowsPatch from distance
- * SmallSharedRowsFromDistance on and larger patches from SharedRowsFromDistance on, except at patch 5
- * in single precision, where the column kernel is faster; for
- * several channels patch OtherSharedRowsFromPatch from distance OtherSharedRowsFromDistance on.
+/** Whether the planner prefers the shared-rows kernel where no shape is forced (ChooseConfiguration
+ * takes a forced one first, and one channel in single precision at patch 5 by its own rule,
+ * SinglePrecisionPatch5Kernel): for one channel (float64 or single precision), patch
+ * SharedRowsFromPatch to MostSmallSharedRowsPatch from distance SmallSharedRowsFromDistance on and
+ * larger patches from SharedRowsFromDistance on; for several channels patch
+ * OtherSharedRowsFromPatch from distance OtherSharedRowsFromDistance on.
  * Measured on an H200 (BENCHMARKS.md "The shared-rows kernel at patches 5 and 7" and "The
  * shared-rows kernel in single precision and with several channels"): its throughput hardly depends
  * on the distance, while the tiled kernel's union boxes grow with it.
@@ -252,40 +251,55 @@ SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overr
  *   7, 1.06x faster at patch 11, and slower at distance 5 (0.90x at patch 9, 0.69x at patch 11).
  * - single precision, 256^3: 1.44x to 2.00x faster than the tiled kernel at patch 5 (distances 3 to
  *   7), 1.14x to 1.56x at patch 7, 1.09x at patch 9 / distance 7; but 0.55x to 0.73x as fast as the
- *   column kernel at patch 5 (ColumnKernelApplies). At patch 7 the column kernel (forced, footprint
- *   in global memory) is 0.73x as fast as it.
+ *   column kernel at patch 5 (SinglePrecisionPatch5Kernel). At patch 7 the column kernel (forced,
+ *   footprint in global memory) is 0.73x as fast as it.
  * - 3 channels, 128^3 float64: 0.81x to 1.0x as fast at patches 5 and 7, distances 3 to 7, and
  *   0.83x at patch 9 / distance 7; 2 channels, 160^3: 0.72x (patch 7 / distance 3) to 1.12x. */
 bool
-SharedRowsKernelPreferred(const KernelConfig & base, const Overrides & o)
+SharedRowsKernelPreferred(const KernelConfig & base)
 {
-  if (!o.SharedRowsShape.empty())
-  {
-    return true;
-  }
   if (base.Components > 1)
   {
     return base.PatchSize >= OtherSharedRowsFromPatch && base.PatchDistance >= OtherSharedRowsFromDistance;
-  }
-  if (base.SinglePrecision && base.PatchSize == 5)
-  {
-    return false; // the column kernel (ColumnPatch5From): 1.37x to 1.82x faster in single precision
   }
   const int from = (base.PatchSize <= MostSmallSharedRowsPatch) ? SmallSharedRowsFromDistance : SharedRowsFromDistance;
   return base.PatchSize >= SharedRowsFromPatch && base.PatchDistance >= from;
 }
 
-/** Whether the planner prefers the shared-rows kernel to the column kernel's configuration
- * `columns`, which applies ahead of it (SharedRowsKernelPreferred): at patch 5 in single precision
- * with one channel, where the column kernel's footprint does not fit shared memory and is not
- * forced. That column kernel is faster (675 against 923 ms at 256^3, distance 11, on an H200) but
- * takes 1.0 to 1.2 s to compile cold (sm_61/80/90, 2-core x86-64), beyond issue 12's 1 s; with its
- * footprint in shared memory it compiles in about 0.8 s. */
+/** Whether a problem is one channel in 3D at patch 5 in single precision, with no kernel's shape
+ * forced: the case SinglePrecisionPatch5Kernel decides. */
 bool
-SharedRowsKernelPreferredOver(const KernelConfig & columns, const Overrides & o)
+IsSinglePrecisionPatch5(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
-  return columns.SinglePrecision && columns.Components == 1 && columns.PatchSize == 5 && columns.GlobalFootprint &&
-         o.ColumnShape.empty() && o.ColumnFootprint.empty();
+  return p.Dimension == 3 && base.SinglePrecision && base.Components == 1 && base.PatchSize == 5 &&
+         o.ColumnShape.empty() && o.SharedRowsShape.empty() && o.TileShape.empty();
+}
+
+/** The rule for IsSinglePrecisionPatch5, in one place: from distance
+ * SinglePrecisionColumnPatch5FromDistance on the column kernel where its footprint fits shared
+ * memory (on an H200 up to distance 7), beyond it the shared-rows kernel (`rows`, null where that
+ * cannot serve), unless the footprint is forced. Measured on an H200 at 256^3 (BENCHMARKS.md "The
+ * shared-rows kernel in single precision and with several channels"): the column kernel with its
+ * footprint in shared memory is 1.80x to 1.82x faster than the shared-rows kernel at distances 3 to
+ * 7 and 2.37x faster than the tiled kernel at distance 2; with its footprint in global memory it is
+ * 1.37x faster than the shared-rows kernel (675 against 923 ms at distance 11) but takes 1.0 to
+ * 1.2 s to compile cold (sm_61/80/90, 2-core x86-64), beyond issue 12's 1 s (about 0.8 s in shared
+ * memory). `found` is false where the column kernel cannot serve: the general rules decide. */
+KernelConfig
+SinglePrecisionPatch5Kernel(const Problem &      p,
+                            const KernelConfig & base,
+                            const DeviceLimits & limits,
+                            const Overrides &    o,
+                            const KernelConfig * rows,
+                            bool &               found)
+{
+  found = false;
+  if (base.PatchDistance < SinglePrecisionColumnPatch5FromDistance || !ColumnKernelUsable(p, base, o))
+  {
+    return base;
+  }
+  const KernelConfig columns = ChooseColumnShape(base, limits, o, found);
+  return (found && columns.GlobalFootprint && o.ColumnFootprint.empty() && rows != nullptr) ? *rows : columns;
 }
 
 /** The shared-rows kernel's configuration: {planes, warps, blocks per SM} as forced, else 8 planes
@@ -707,10 +721,23 @@ ChooseConfiguration(const Problem &         p,
   {
     return ClassicConfiguration(base);
   }
-  const bool         rowsServe = SharedRowsKernelServes(p, base, o);
   const KernelConfig rows = SharedRowsConfiguration(base, o);
-  const bool         rowsFit = rows.SharedBytes() <= static_cast<std::size_t>(limits.SharedPerBlockOptIn);
-  if (rowsServe && rowsFit && SharedRowsKernelPreferred(base, o))
+  const bool         rowsUsable =
+    SharedRowsKernelServes(p, base, o) && rows.SharedBytes() <= static_cast<std::size_t>(limits.SharedPerBlockOptIn);
+  if (rowsUsable && !o.SharedRowsShape.empty())
+  {
+    return rows; // forced
+  }
+  if (IsSinglePrecisionPatch5(p, base, o))
+  {
+    bool               found = false;
+    const KernelConfig chosen = SinglePrecisionPatch5Kernel(p, base, limits, o, rowsUsable ? &rows : nullptr, found);
+    if (found)
+    {
+      return chosen;
+    }
+  }
+  if (rowsUsable && SharedRowsKernelPreferred(base))
   {
     return rows;
   }
@@ -718,17 +745,13 @@ ChooseConfiguration(const Problem &         p,
   {
     bool               found = false;
     const KernelConfig columns = ChooseColumnShape(base, limits, o, found);
-    if (found && rowsServe && rowsFit && SharedRowsKernelPreferredOver(columns, o))
-    {
-      return rows;
-    }
     if (found)
     {
       return columns;
     }
   }
   bool               tiledFits = true;
-  const KernelConfig tiled = ChooseTiledShape(p, base, limits, o, aborted, rowsServe && rowsFit ? &tiledFits : nullptr);
+  const KernelConfig tiled = ChooseTiledShape(p, base, limits, o, aborted, rowsUsable ? &tiledFits : nullptr);
   return tiledFits ? tiled : rows; // where no tiled configuration fits the device
 }
 

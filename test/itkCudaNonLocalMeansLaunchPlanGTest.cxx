@@ -369,6 +369,15 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
     global.ColumnFootprint = "global"; // forced: the column kernel stays
     const KernelConfig k = itk::nlm::ChooseConfiguration(p, h200, global);
     EXPECT_TRUE(k.Rows > 0 && k.GlobalFootprint) << k.Describe();
+    Overrides noColumns;
+    noColumns.ColumnKernelOff = true; // the next fastest: the shared-rows kernel, from distance 3
+    p.PatchDistance = 5;
+    EXPECT_TRUE(itk::nlm::ChooseConfiguration(p, h200, noColumns).SharedRows);
+    p.PatchDistance = 2;
+    EXPECT_FALSE(itk::nlm::ChooseConfiguration(p, h200, noColumns).SharedRows);
+    Overrides forcedRows;
+    forcedRows.SharedRowsShape = { 8, 8, 2 };
+    EXPECT_TRUE(itk::nlm::ChooseConfiguration(p, h200, forcedRows).SharedRows) << "a forced shape comes first";
   }
   for (bool single : { false, true })
   {
