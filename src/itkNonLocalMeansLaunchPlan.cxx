@@ -266,13 +266,14 @@ SharedRowsKernelPreferred(const KernelConfig & base)
   return base.PatchSize >= SharedRowsFromPatch && base.PatchDistance >= from;
 }
 
-/** Whether a problem is one channel in 3D at patch 5 in single precision, with no kernel's shape
- * forced: the case SinglePrecisionPatch5Kernel decides. */
+/** Whether a problem is one channel in 3D at patch 5 in single precision with no column-kernel
+ * shape forced: the case SinglePrecisionPatch5Kernel decides (a forced shared-rows shape that can
+ * serve is taken before it, a forced tiled shape leaves the column kernel unusable). */
 bool
 IsSinglePrecisionPatch5(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
   return p.Dimension == 3 && base.SinglePrecision && base.Components == 1 && base.PatchSize == 5 &&
-         o.ColumnShape.empty() && o.SharedRowsShape.empty() && o.TileShape.empty();
+         o.ColumnShape.empty();
 }
 
 /** The rule for IsSinglePrecisionPatch5, in one place: from distance
