@@ -44,7 +44,7 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
       << p.PatchDistance << ' ' << static_cast<int>(p.InputType) << ' ' << static_cast<int>(p.OutputType) << ' '
       << p.SinglePrecision << ' ' << std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p))) << ' '
       << o.ColumnKernelOff << ' ' << o.ColumnFootprint << ' ' << static_cast<int>(p.NoiseModel) << ' '
-      << (p.NoiseSigma != nullptr) << ' ' << p.FastMode;
+      << (p.NoiseSigma != nullptr) << ' ' << (p.Mask != nullptr) << ' ' << p.FastMode;
   for (unsigned int a = 0; p.PerAxis && a < p.Dimension; ++a)
   {
     key << " s" << p.AxisPatchSize[a] << " d" << p.AxisPatchDistance[a];
@@ -57,7 +57,7 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   {
     key << " t" << v;
   }
-  key << " r" << o.SharedRowsKernelOff;
+  key << " r" << o.SharedRowsKernelOff << " b" << o.BufferedWeightsOff << o.BufferedWeightsForced;
   for (int v : o.SharedRowsShape)
   {
     key << " r" << v;
@@ -278,6 +278,10 @@ CUDADevice::FindKernels(const KernelConfig & config, LoadedModule & m) const
   const auto & d = *m_Driver;
   ITK_NLM_CUDA_CHECK(d, cuModuleGetFunction(&m.Pad, m.Module, "nlm_pad"));
   ITK_NLM_CUDA_CHECK(d, cuModuleGetFunction(&m.Fast, m.Module, "nlm_fast"));
+  if (config.WeightBatch > 0)
+  {
+    ITK_NLM_CUDA_CHECK(d, cuModuleGetFunction(&m.Gather, m.Module, "nlm_gather"));
+  }
   const int shared = static_cast<int>(config.SharedBytes());
   if (shared > m_Limits.SharedPerBlock)
   {

@@ -47,6 +47,7 @@ struct LoadedModule
   cuda::CUmodule   Module{ nullptr };
   cuda::CUfunction Pad{ nullptr };
   cuda::CUfunction Fast{ nullptr };
+  cuda::CUfunction Gather{ nullptr };                    // the buffered-weights kernel's gather (null for the others)
   int              ResidentBlocksPerMultiprocessor{ 1 }; // of Fast
 };
 

@@ -32,6 +32,7 @@ namespace nlm
 extern const char TiledKernelSource[];
 extern const char ColumnKernelSource[];
 extern const char SharedRowsKernelSource[];
+extern const char BufferedWeightsKernelSource[];
 extern const char ClassicKernelSource[];
 extern const char KernelCommonHeaderSource[];
 extern const char KernelParametersHeaderSource[];
@@ -62,6 +63,11 @@ SourcesOf(const KernelConfig & config)
   {
     sources.Name = "itkNonLocalMeansClassicKernel.cu";
     sources.Source = ClassicKernelSource;
+  }
+  else if (config.WeightBatch > 0)
+  {
+    sources.Name = "itkNonLocalMeansBufferedWeightsKernel.cu";
+    sources.Source = BufferedWeightsKernelSource;
   }
   else if (config.SharedRows)
   {
@@ -128,9 +134,10 @@ KernelConfig::SharedBytes() const
     return 0; // patch size 1: constant weights; the classic kernel: no shared memory
   }
   const size_t real = SinglePrecision ? sizeof(float) : sizeof(double);
-  if (SharedRows)
+  if (SharedRows || WeightBatch > 0)
   {
-    // Two buffers of the sums along axis 0 of a plane's rows, for both signs.
+    // Two buffers of the sums along axis 0 of a plane's rows, for both signs (the shared-rows
+    // kernel) or both shifts of a pair (the buffered-weights kernel).
     return 2 * 2 * static_cast<size_t>(Tile[1] + PatchSize - 2) * 32 * real;
   }
   if (Rows > 0 && GlobalFootprint)
@@ -194,6 +201,10 @@ KernelConfig::Describe() const
   if (SharedRows)
   {
     os << " shared rows";
+  }
+  else if (WeightBatch > 0)
+  {
+    os << " buffered weights in batches of " << WeightBatch << " shift pairs";
   }
   else if (Rows > 0)
   {

@@ -65,6 +65,10 @@ struct KernelConfig
   /** The shared-rows kernel (itkNonLocalMeansSharedRowsKernel.cu: 3D, patch size >= 3, for large
    * patches): Tile = { 32 - (PatchSize - 2), ThreadCount / 32, planes, 1 }. */
   bool SharedRows{ false };
+  /** 0: another kernel. Otherwise the buffered-weights kernel (itkNonLocalMeansBufferedWeightsKernel.cu:
+   * 3D, patch size >= 3, for large patches), whose weights pass and gather take this many pairs of
+   * shifts per batch: Tile = { 32 - (PatchSize - 2), ThreadCount / 32, planes, 1 } of the weights pass. */
+  int WeightBatch{ 0 };
 
   /** The odd patch size along `axis`. */
   int

@@ -46,6 +46,15 @@ struct FastKernelParameters
   long long          outStart[4];   // image index of the slab's first output cell
   long long          imageSize[4];  // whole image extent (candidates are clipped to it)
   unsigned long long classicKernel; // device address of the patch kernel wk (working type), or 0
+  // The buffered-weights kernel (itkNonLocalMeansBufferedWeightsKernel.cu), per batch of shift pairs.
+  unsigned long long weights;        // device address of the batch's weights: 2 * pairs slots of weightSize cells
+  unsigned long long accumulators;   // device address of W, then R_k, over the output region (arithmetic type)
+  long long          weightSize[3];  // cells of a weight slot per axis: outSize + 2 * distance
+  long long          weightTiles[3]; // blocks of the weights pass per axis for one pair of shifts
+  long long          firstPair;      // the batch: pairs [firstPair, firstPair + pairs)
+  long long          pairs;
+  int                firstBatch; // 1: the accumulators start at zero
+  int                lastBatch;  // 1: the gather writes the output
 };
 
 /** Parameters of nlm_pad (reflect padding of the uploaded input planes). */
@@ -59,6 +68,10 @@ struct PadKernelParameters
   long long clampLo[4];   // image indices outside [clampLo, clampHi] only feed discarded voxels
   long long clampHi[4];
 };
+
+/** The buffered-weights kernel's gather: threads per block along axes 0 and 1, and voxels per
+ * thread along axis 2. */
+constexpr int BufferedGatherBlock[3] = { 32, 8, 4 };
 
 /** Threads per block of nlm_pad, and the most blocks of one launch (it strides over the rest). */
 constexpr int PadKernelThreads = 256;

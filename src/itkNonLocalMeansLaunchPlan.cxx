@@ -64,6 +64,13 @@ constexpr int OtherSharedRowsFromPatch = 7;
 constexpr int OtherSharedRowsFromDistance = 9;
 // The largest patch the shared-rows kernel takes (SharedRowsKernelServes).
 constexpr int MostSharedRowsPatch = 21;
+// The buffered-weights kernel: its smallest patch and distance by default (BufferedWeightsPreferred),
+// and its shape: shift pairs per batch, warps and planes per block of the weights pass.
+constexpr int BufferedWeightsFromPatch = 5;
+constexpr int BufferedWeightsFromDistance = 3;
+constexpr int BufferedWeightPairs = 12;
+constexpr int BufferedWeightWarps = 8;
+constexpr int BufferedWeightPlanes = 64;
 // Offsets inside one block's footprint above this need 64-bit indices.
 constexpr double NarrowIndexLimit = 2.0e9;
 
@@ -329,6 +336,50 @@ SharedRowsConfiguration(KernelConfig base, const Overrides & o)
   return base;
 }
 
+/** Whether the 3D buffered-weights kernel can serve a problem: as the shared-rows kernel (3D, patch
+ * size 3 to MostSharedRowsPatch, the same patch and distance on every axis, no noise map, weights
+ * that can use the scaled form), without a mask (it computes every weight), not switched off, and
+ * no other kernel's shape forced. */
+bool
+BufferedWeightsServe(const Problem & p, const KernelConfig & base, const Overrides & o)
+{
+  return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= MostSharedRowsPatch && o.TileShape.empty() &&
+         o.ColumnShape.empty() && o.SharedRowsShape.empty() && !o.BufferedWeightsOff && !base.NoiseMap &&
+         !base.IsAnisotropic() && p.Mask == nullptr &&
+         std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+}
+
+/** Whether the planner prefers the buffered-weights kernel where it can serve: one channel in
+ * float64 from patch BufferedWeightsFromPatch and distance BufferedWeightsFromDistance on, or
+ * everywhere when CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1. Measured on an H200 at 256^3 (BENCHMARKS.md
+ * "Every weight once: the buffered-weights kernel"): it computes every weight once where the
+ * shared-rows kernel computes both weights of a pair, 1.27x (patch 5 / distance 11) to 1.66x
+ * (patch 7 / distance 11) faster than it and 1.30x to 1.66x at distance 3; 1.33x to 1.93x faster
+ * than the tiled and shared-rows kernels at patches 9 and 11; at patch 3 the column kernel is 1.8x
+ * faster. */
+bool
+BufferedWeightsPreferred(const KernelConfig & base, const Overrides & o)
+{
+  return o.BufferedWeightsForced ||
+         (base.Components == 1 && !base.SinglePrecision && base.PatchSize >= BufferedWeightsFromPatch &&
+          base.PatchDistance >= BufferedWeightsFromDistance);
+}
+
+/** The buffered-weights kernel's configuration (its shape is fixed). */
+KernelConfig
+BufferedWeightsConfiguration(KernelConfig base)
+{
+  base.WeightBatch = BufferedWeightPairs;
+  base.Tile[0] = 32 - (base.PatchSize - 2);
+  base.Tile[1] = BufferedWeightWarps;
+  base.Tile[2] = BufferedWeightPlanes;
+  base.Tile[3] = 1;
+  base.ThreadCount = 32 * BufferedWeightWarps;
+  base.ZSegments = 1;
+  base.MinBlocks = 1;
+  return base;
+}
+
 /** Tile extents to try per axis (dimension `n`): {T0, T1, T2, T3}. Along axis 0 the preferred
  * extent makes a row of patch terms fill one warp exactly. */
 std::vector<std::vector<int>>
@@ -485,7 +536,37 @@ ChooseTiledShape(const Problem &         p,
   return best;
 }
 
-/** Device bytes of a slab `planes` output planes thick: padded input, uploaded input, output. */
+/** Device bytes of the buffered-weights kernel's buffers for a slab `planes` output planes thick:
+ * the weights of a batch (2 slots per shift pair, 4 bytes per weight) and the accumulators (W and
+ * R_k per output voxel); 0 for the other kernels. */
+void
+BufferedWeightsBuffers(const Problem &      p,
+                       const KernelConfig & c,
+                       int                  A,
+                       long long            planes,
+                       double &             weightBytes,
+                       double &             accumulatorBytes)
+{
+  weightBytes = 0.0;
+  accumulatorBytes = 0.0;
+  if (c.WeightBatch == 0)
+  {
+    return;
+  }
+  double slot = 1.0, voxels = 1.0;
+  for (int a = 0; a <= A; ++a)
+  {
+    const double extent = (a == A) ? static_cast<double>(planes) : static_cast<double>(p.OutputSize[a]);
+    slot *= extent + 2.0 * c.PatchDistance;
+    voxels *= extent;
+  }
+  const double realBytes = c.SinglePrecision ? sizeof(float) : sizeof(double);
+  weightBytes = 2.0 * c.WeightBatch * slot * 4.0;
+  accumulatorBytes = (c.Components + 1) * voxels * realBytes;
+}
+
+/** Device bytes of a slab `planes` output planes thick: padded input, uploaded input, output, and
+ * the buffered-weights kernel's buffers. */
 std::uint64_t
 SlabBytes(const Problem & p, const KernelConfig & c, const long long (&tileSpan)[4], int A, long long planes)
 {
@@ -501,9 +582,11 @@ SlabBytes(const Problem & p, const KernelConfig & c, const long long (&tileSpan)
     output *= static_cast<double>(p.OutputSize[a]);
   }
   const double realBytes = c.SinglePrecision ? sizeof(float) : sizeof(double);
+  double       weights = 0.0, accumulators = 0.0;
+  BufferedWeightsBuffers(p, c, A, planes, weights, accumulators);
   return static_cast<std::uint64_t>(padded * (c.Components + (c.NoiseMap ? 1 : 0)) * realBytes +
                                     input * c.Components * ElementBytes(p.InputType) +
-                                    output * c.Components * ElementBytes(p.OutputType));
+                                    output * c.Components * ElementBytes(p.OutputType) + weights + accumulators);
 }
 
 /** Whether offsets inside one block's footprint need 64-bit indices. */
@@ -589,10 +672,41 @@ SetFastParameters(const Problem & p, const LaunchPlan & plan, SlabPlan & s, cons
   s.Fast.noiseMap = 0;      // set by the slab pipeline
   s.Fast.activeTiles = 0;   // set by the slab pipeline
   s.Fast.classicKernel = 0; // set by the slab pipeline
+  s.Fast.weights = 0;       // set by the slab pipeline
+  s.Fast.accumulators = 0;  // set by the slab pipeline
+  for (int a = 0; a < 3; ++a)
+  {
+    // The weights pass covers the output region and its shifts by -t (PD at most along each axis).
+    s.Fast.weightSize[a] = s.Fast.outSize[a] + 2 * c.PatchDistance;
+    s.Fast.weightTiles[a] = (s.Fast.outSize[a] + c.PatchDistance + c.Tile[a] - 1) / c.Tile[a];
+  }
+  s.Fast.firstPair = 0; // set per batch (SetChunks, the slab pipeline)
+  s.Fast.pairs = 0;
+  s.Fast.firstBatch = 0;
+  s.Fast.lastBatch = 0;
   for (int a = 0; a < 4; ++a)
   {
     s.Fast.outStart[a] = (a < n) ? p.OutputStart[a] + ((a == A) ? s.First : 0) : 0;
     s.Fast.imageSize[a] = (a < n) ? p.ImageSize[a] : 1;
+  }
+}
+
+/** The buffered-weights kernel's launches: a chunk per batch of shift pairs, FirstTile its first
+ * pair and Tiles its share of the slab's tiles (for progress); each reads the whole padded input
+ * and only the last completes output planes (all of them). */
+void
+SetBatches(const LaunchPlan & plan, SlabPlan & s, long long tiles)
+{
+  const auto &    c = plan.Config;
+  const long long pairs = ShiftPairCount(c.PatchDistance);
+  const long long batches = (pairs + c.WeightBatch - 1) / c.WeightBatch;
+  for (long long b = 0; b < batches; ++b)
+  {
+    const bool last = b + 1 == batches;
+    s.Chunks.push_back({ b * c.WeightBatch,
+                         tiles * (b + 1) / batches - tiles * b / batches,
+                         s.Fast.ySize[plan.OuterAxis],
+                         last ? s.End - s.First : 0 });
   }
 }
 
@@ -614,6 +728,11 @@ SetChunks(const LaunchPlan & plan, SlabPlan & s, long long residentBlocks, const
   if (o.ChunkTiles > 0)
   {
     chunk = o.ChunkTiles;
+  }
+  if (plan.Config.WeightBatch > 0)
+  {
+    SetBatches(plan, s, tiles);
+    return;
   }
   const long long padded = s.Fast.ySize[A];
   for (long long first = 0; first < tiles; first += chunk)
@@ -729,6 +848,12 @@ ChooseConfiguration(const Problem &         p,
   {
     return rows; // forced
   }
+  const KernelConfig buffered = BufferedWeightsConfiguration(base);
+  if (BufferedWeightsServe(p, base, o) && BufferedWeightsPreferred(base, o) &&
+      buffered.SharedBytes() <= static_cast<std::size_t>(limits.SharedPerBlockOptIn))
+  {
+    return buffered;
+  }
   if (IsSinglePrecisionPatch5(p, base, o))
   {
     bool               found = false;
@@ -833,6 +958,10 @@ PlanSlab(const Problem & p, const LaunchPlan & plan, long long index, long long 
   s.PaddedBytes = padCells * (c.SinglePrecision ? sizeof(float) : sizeof(double));
   s.OutputPlaneBytes = outPlane * ElementBytes(p.OutputType);
   s.OutputBytes = s.OutputPlaneBytes * static_cast<std::size_t>(s.End - s.First);
+  double weights = 0.0, accumulators = 0.0;
+  BufferedWeightsBuffers(p, c, A, s.End - s.First, weights, accumulators);
+  s.WeightBytes = static_cast<std::size_t>(weights);
+  s.AccumulatorBytes = static_cast<std::size_t>(accumulators);
   SetPadParameters(p, plan, s, padSize);
   SetFastParameters(p, plan, s, padSize);
   SetChunks(plan, s, residentBlocks, o);

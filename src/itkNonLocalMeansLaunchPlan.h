@@ -87,6 +87,8 @@ struct SlabPlan
   std::size_t          PaddedBytes{ 0 };
   std::size_t          OutputPlaneBytes{ 0 };
   std::size_t          OutputBytes{ 0 };
+  std::size_t          WeightBytes{ 0 };      // the buffered-weights kernel's weights of a batch
+  std::size_t          AccumulatorBytes{ 0 }; // and accumulators (0 for the other kernels)
   PadKernelParameters  Pad{};
   FastKernelParameters Fast{};
   /** InputPlanesNeeded[j]: input planes (from InputFirst) that padded planes 0..j read. */

@@ -234,6 +234,21 @@ FirstShift(int axis, int distance)
   return (axis == 0) ? 0 : -distance;
 }
 
+/** The buffered-weights kernel's pairs of shifts (3D): each row of shifts (t2, t1) of section 2.2
+ * takes t0 = 0 .. d in pairs (2j, 2j + 1), the last with one shift when d is even. */
+ITK_NLM_HOST_DEVICE int
+ShiftPairsPerRow(int distance)
+{
+  return (distance + 2) / 2;
+}
+
+/** Pairs of shifts in 3D at patch distance `distance` (ShiftPairsPerRow per row). */
+ITK_NLM_HOST_DEVICE long long
+ShiftPairCount(int distance)
+{
+  return static_cast<long long>(2 * distance + 1) * (2 * distance + 1) * ShiftPairsPerRow(distance);
+}
+
 /** Whether a shift is lexicographically positive (first non-zero component, outermost axis
  * first, is positive): then its target term is added before its centre term (contract 2.3).
  * Components beyond the image's dimension are 0. */

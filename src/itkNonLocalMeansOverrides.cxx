@@ -224,6 +224,17 @@ ReadTuningSeams(Overrides & o)
     Refuse(o, "CUDANONLOCALMEANS_SHARED_ROWS", sharedRows, "0 or planes,warps,blocks (warps at most 32)");
   }
 
+  const std::string buffered = Variable("CUDANONLOCALMEANS_BUFFERED_WEIGHTS");
+  if (buffered == "0" || buffered == "1")
+  {
+    o.BufferedWeightsOff = buffered == "0";
+    o.BufferedWeightsForced = buffered == "1";
+  }
+  else if (!buffered.empty() && buffered != "auto")
+  {
+    Refuse(o, "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", buffered, "0, 1 or auto");
+  }
+
   const std::string tile = Variable("CUDANONLOCALMEANS_TILE");
   if (!tile.empty() && !(ParsePositiveList(tile, o.TileShape) && o.TileShape.size() >= 5 && o.TileShape.size() <= 7))
   {

@@ -18,6 +18,7 @@
 #include "itkNonLocalMeansSlabPipeline.h"
 #include "itkNonLocalMeansExtensions.h"
 #include "itkNonLocalMeansInputChecks.h"
+#include "itkNonLocalMeansNumerics.h"
 #include "itkNonLocalMeansSlowModeKernel.h"
 #include "itkNonLocalMeansProgress.h"
 
@@ -92,6 +93,11 @@ SlabPipeline::AllocateDeviceBuffers()
   m_Input = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.InputBytes);
   m_Padded = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.PaddedBytes);
   m_Output = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.OutputBytes);
+  if (m_Run.Plan.Config.WeightBatch > 0)
+  {
+    m_Weights = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.WeightBytes);
+    m_Accumulators = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.AccumulatorBytes);
+  }
   m_Run.Statistics.AllocationMilliseconds += MillisecondsSince(start);
   m_Drained = std::make_unique<StreamsDrained>(
     m_Run.Driver, std::initializer_list<cuda::CUstream>{ m_Run.KernelStream, m_Run.CopyStream });
@@ -265,22 +271,72 @@ SlabPipeline::LaunchReadyChunks()
     void * args[] = { &padded, &output, &parameters };
     m_Starts.push_back(std::make_unique<Event>(m_Run.Driver));
     m_Starts.back()->Record(m_Run.KernelStream);
-    ITK_NLM_CUDA_CHECK(m_Run.Driver,
-                       cuLaunchKernel(m_Run.Module.Fast,
-                                      static_cast<unsigned>(chunks[m_Launched].Tiles),
-                                      1,
-                                      1,
-                                      static_cast<unsigned>(config.Threads()),
-                                      1,
-                                      1,
-                                      static_cast<unsigned>(config.SharedBytes()),
-                                      m_Run.KernelStream,
-                                      args,
-                                      nullptr));
+    if (config.WeightBatch > 0)
+    {
+      LaunchBatch(chunks[m_Launched], parameters);
+    }
+    else
+    {
+      ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                         cuLaunchKernel(m_Run.Module.Fast,
+                                        static_cast<unsigned>(chunks[m_Launched].Tiles),
+                                        1,
+                                        1,
+                                        static_cast<unsigned>(config.Threads()),
+                                        1,
+                                        1,
+                                        static_cast<unsigned>(config.SharedBytes()),
+                                        m_Run.KernelStream,
+                                        args,
+                                        nullptr));
+    }
     m_Ends.push_back(std::make_unique<Event>(m_Run.Driver));
     m_Ends.back()->Record(m_Run.KernelStream);
     ++m_Launched;
   }
+}
+
+/** The buffered-weights kernel's launches for one batch of shift pairs (a chunk, whose FirstTile is
+ * its first pair): the weights pass, then the gather, on the kernel stream. */
+void
+SlabPipeline::LaunchBatch(const KernelChunk & chunk, FastKernelParameters & parameters)
+{
+  const auto & config = m_Run.Plan.Config;
+  parameters.weights = m_Weights->Get();
+  parameters.accumulators = m_Accumulators->Get();
+  parameters.firstPair = chunk.FirstTile;
+  parameters.pairs = std::min<long long>(config.WeightBatch, ShiftPairCount(config.PatchDistance) - chunk.FirstTile);
+  parameters.firstBatch = chunk.FirstTile == 0 ? 1 : 0;
+  parameters.lastBatch = chunk.FirstTile + parameters.pairs == ShiftPairCount(config.PatchDistance) ? 1 : 0;
+  parameters.tileOffset = 0;
+  cuda::CUdeviceptr padded = m_Padded->Get(), output = m_Output->Get();
+  void *            args[] = { &padded, &output, &parameters };
+  const auto &      w = parameters.weightTiles;
+  ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                     cuLaunchKernel(m_Run.Module.Fast,
+                                    static_cast<unsigned>(w[0] * w[1]),
+                                    static_cast<unsigned>(w[2]),
+                                    static_cast<unsigned>(parameters.pairs),
+                                    static_cast<unsigned>(config.Threads()),
+                                    1,
+                                    1,
+                                    static_cast<unsigned>(config.SharedBytes()),
+                                    m_Run.KernelStream,
+                                    args,
+                                    nullptr));
+  const auto & n = parameters.outSize;
+  ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                     cuLaunchKernel(m_Run.Module.Gather,
+                                    static_cast<unsigned>((n[0] + BufferedGatherBlock[0] - 1) / BufferedGatherBlock[0]),
+                                    static_cast<unsigned>((n[1] + BufferedGatherBlock[1] - 1) / BufferedGatherBlock[1]),
+                                    static_cast<unsigned>((n[2] + BufferedGatherBlock[2] - 1) / BufferedGatherBlock[2]),
+                                    static_cast<unsigned>(BufferedGatherBlock[0]),
+                                    static_cast<unsigned>(BufferedGatherBlock[1]),
+                                    1,
+                                    0,
+                                    m_Run.KernelStream,
+                                    args,
+                                    nullptr));
 }
 
 /** Accounts for the oldest queued chunk; without `wait`, only if it has completed already. */

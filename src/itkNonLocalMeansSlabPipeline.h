@@ -87,6 +87,8 @@ private:
   PadUpTo(long long planes);
   void
   LaunchReadyChunks();
+  void
+  LaunchBatch(const KernelChunk & chunk, FastKernelParameters & parameters);
   bool
   FinishOldestChunk(bool wait);
   void
@@ -105,6 +107,7 @@ private:
   std::unique_ptr<DeviceBuffer>   m_Input, m_Padded, m_Output;
   std::unique_ptr<DeviceBuffer>   m_NoiseMap, m_ActiveTiles; // the extensions' (null when unused)
   std::unique_ptr<DeviceBuffer>   m_ClassicKernel;           // the classic kernel's wk (slow mode)
+  std::unique_ptr<DeviceBuffer>   m_Weights, m_Accumulators; // the buffered-weights kernel's
   std::unique_ptr<StreamsDrained> m_Drained; // after the buffers: nothing in flight uses them when they go
 
   std::unique_ptr<Event>              m_Uploaded; // the planes uploaded so far

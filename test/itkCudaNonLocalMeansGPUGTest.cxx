@@ -384,15 +384,19 @@ ExpectTheSameSinglePrecisionOutputWith(const TImage *                           
 
 TEST(CudaNonLocalMeansGPU, ImagesSmallerThanThePaddingEqualTheCPUBackendOnEveryKernel)
 {
-  // Smaller than the padding on every axis: the planner runs this case with the shared-rows kernel,
-  // and without it with the tiled kernel; the column kernel, forced, with its footprint in shared
-  // and in global memory.
+  // Smaller than the padding on every axis: the planner runs this case with the buffered-weights
+  // kernel, without it with the shared-rows kernel, and without both with the tiled kernel; the
+  // column kernel, forced, with its footprint in shared and in global memory.
   const auto   tiny = Image<F3>({ 3, 4, 5 }, 1, 13);
   const Params params{ 5, 4, 0.1, 0.05 };
-  ExpectTheCPUBackendsOutputFrom(tiny.GetPointer(), params, "shared rows", "3D float smaller than padding");
+  ExpectTheCPUBackendsOutputFrom(tiny.GetPointer(), params, "buffered weights", "3D float smaller than padding");
+  SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "0");
+  ExpectTheCPUBackendsOutputFrom(
+    tiny.GetPointer(), params, "shared rows", "3D float smaller than padding, shared rows");
   SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", "0");
   ExpectTheCPUBackendsOutputFrom(tiny.GetPointer(), params, "z-segments", "3D float smaller than padding, tiled");
   SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", nullptr);
+  SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", nullptr);
   SetEnv("CUDANONLOCALMEANS_COLUMNS", "2,2,4,1");
   for (const char * footprint : { "shared", "global" })
   {
@@ -459,13 +463,14 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackend
   SetEnv("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", nullptr);
   SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
   // Single precision at patch 5: the planner's column kernel (footprint in shared memory), against
-  // the tiled kernel.
-  ExpectTheSameSinglePrecisionOutputWith(floats.GetPointer(),
-                                         { 5, 3, 0.1, 0.05 },
-                                         { { "CUDANONLOCALMEANS_COLUMNS", "0" } },
-                                         "2 row(s) float",
-                                         "z-segments",
-                                         "p5 d3 single precision chosen");
+  // the tiled kernel (with the column kernel off the planner takes the shared-rows kernel).
+  ExpectTheSameSinglePrecisionOutputWith(
+    floats.GetPointer(),
+    { 5, 3, 0.1, 0.05 },
+    { { "CUDANONLOCALMEANS_COLUMNS", "0" }, { "CUDANONLOCALMEANS_SHARED_ROWS", "0" } },
+    "2 row(s) float",
+    "z-segments",
+    "p5 d3 single precision chosen");
 }
 
 TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
@@ -530,9 +535,11 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
 
 TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
 {
-  // The shared-rows kernel (3D, large patches): chosen by the planner and forced, with sizes that
-  // are not whole tiles, distances beyond the image, channels, both element types, the Rician model
-  // with a mask, and single precision (against the tiled kernel's, the same float arithmetic).
+  // The shared-rows kernel (3D, large patches): chosen by the planner (with the buffered-weights
+  // kernel off, which it prefers in float64) and forced, with sizes that are not whole tiles,
+  // distances beyond the image, channels, both element types, the Rician model with a mask, and
+  // single precision (against the tiled kernel's, the same float arithmetic).
+  SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "0");
   struct Case
   {
     const char * name;
@@ -572,6 +579,58 @@ TEST(CudaNonLocalMeansGPU, TheSharedRowsKernelEqualsTheCPUBackendBitwise)
       c.name);
   }
   SetEnv("CUDANONLOCALMEANS_SHARED_ROWS", nullptr);
+  SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", nullptr);
+}
+
+TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
+{
+  // The buffered-weights kernel (3D, large patches; every weight once, in batches of shift pairs):
+  // chosen by the planner and forced, with sizes that are not whole tiles, distances beyond the
+  // image, odd and even distances (pairs of one shift), several batches, channels, both element
+  // types, the Rician model, slabs, and single precision (against the shared-rows kernel's, the same
+  // float arithmetic).
+  struct Case
+  {
+    const char * name;
+    int          patch, distance;
+    const char * forced; // CUDANONLOCALMEANS_BUFFERED_WEIGHTS (nullptr: the planner's)
+  };
+  const Case cases[] = {
+    { "p7 d11 chosen", 7, 11, nullptr }, { "p5 d6 chosen", 5, 6, nullptr }, { "p9 d3 chosen", 9, 3, nullptr },
+    { "p3 d4 forced", 3, 4, "1" },       { "p5 d1 forced", 5, 1, "1" },     { "p13 d2 forced", 13, 2, "1" },
+  };
+  const auto floats = Image<F3>({ 45, 37, 29 }, 1, 91);
+  const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 92);
+  const auto colors = Image<VF3>({ 21, 19, 14 }, 3, 93);
+  for (const auto & c : cases)
+  {
+    SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", c.forced);
+    const Params params{ c.patch, c.distance, 0.1, 0.05 };
+    auto         check = [&](const auto * input, const Params & p, const std::string & what) {
+      ExpectTheCPUBackendsOutputFrom(input, p, "buffered weights", std::string(c.name) + ", " + what);
+    };
+    check(floats.GetPointer(), params, "float");
+    check(doubles.GetPointer(), params, "double");
+    check(doubles.GetPointer(), With<3>(params, doubles.GetPointer(), true, false, false, 94), "double, Rician");
+    SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "1");
+    check(colors.GetPointer(), params, "3-channel float (forced)");
+    ExpectTheSameSinglePrecisionOutputWith(
+      floats.GetPointer(),
+      params,
+      { { "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "0" }, { "CUDANONLOCALMEANS_SHARED_ROWS", "8,16,1" } },
+      "buffered weights",
+      "shared rows",
+      c.name);
+  }
+  SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", nullptr);
+  // A mask leaves the planner to the other kernels.
+  const Params masked = With<3>({ 7, 11, 0.1, 0.05 }, doubles.GetPointer(), false, false, true, 95);
+  ExpectTheCPUBackendsOutputFrom(doubles.GetPointer(), masked, "shared rows", "p7 d11 mask", "buffered");
+  // Slabs along axis 2 (whole blocks of 64 planes of the weights pass).
+  const auto deep = Image<F3>({ 40, 30, 150 }, 1, 96);
+  Params     slabs{ 5, 7, 0.1, 0.05 };
+  slabs.memory = 30000000;
+  ExpectTheCPUBackendsOutputFrom(deep.GetPointer(), slabs, "buffered weights", "40x30x150 in slabs", " 1 slab(s)");
 }
 
 TEST(CudaNonLocalMeansGPU, TheExtensionsEqualTheCPUBackendBitwise)

@@ -94,6 +94,13 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 1, 11, 5, 23, 8, 16, 1, 256, 1, false, true, true, false, 0, 16 },
     { 3, 3, 5, 3, 29, 16, 4, 1, 512, 1, false, false, false, false, 0, 17 },
     { 3, 1, 21, 21, 13, 16, 4, 1, 512, 1, true, true, false, false, 0, 17 },
+    // The 3D buffered-weights kernel (large patches): {..., t0 = 32 - (s - 2), warps = t1, planes = t2}
+    { 3, 1, 7, 11, 27, 8, 64, 1, 256, 1, false, false, false, false, 0, 32 },
+    { 3, 1, 5, 6, 29, 8, 64, 1, 256, 1, true, true, false, false, 0, 33 },
+    { 3, 3, 9, 4, 25, 8, 64, 1, 256, 1, false, true, false, false, 0, 32 },
+    { 3, 1, 7, 11, 27, 8, 64, 1, 256, 1, false, false, true, false, 0, 33 },
+    { 3, 1, 21, 21, 13, 8, 64, 1, 256, 1, true, true, false, false, 0, 32 },
+    { 3, 1, 3, 2, 31, 8, 64, 1, 256, 1, false, true, false, false, 0, 32 },
     // 4D tiles
     { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false },
     { 4, 2, 3, 1, 16, 8, 4, 2, 256, 1, false, false, false, false },
@@ -179,6 +186,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.Classic = (v.features & 4) != 0;
     c.GlobalFootprint = (v.features & 8) != 0;
     c.SharedRows = (v.features & 16) != 0;
+    c.WeightBatch = (v.features & 32) != 0 ? 12 : 0;
     for (int arch : archs)
     {
       try

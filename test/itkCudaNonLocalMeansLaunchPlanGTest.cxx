@@ -238,11 +238,13 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitche
   EXPECT_EQ(f.Tile[1], 32);
   EXPECT_EQ(f.Tile[2], 1) << "a forced shape's planes are 1 in 2D";
   // Patch 5 takes the column kernel from distance 8 on where the shared-rows kernel is off.
-  Overrides noRows;
+  Overrides noRows, noBuffered;
   noRows.SharedRowsKernelOff = true;
+  noRows.BufferedWeightsOff = true;
+  noBuffered.BufferedWeightsOff = true;
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 7), h200, noRows).Rows, 0);
   EXPECT_GT(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, noRows).Rows, 0);
-  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, Overrides{}).SharedRows)
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8), h200, noBuffered).SharedRows)
     << "the shared-rows kernel comes first";
   EXPECT_GT(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 5, 8, 3), h200, Overrides{}).Rows, 0)
     << "several channels: the column kernel";
@@ -299,42 +301,114 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
   EXPECT_GT(s.SharedBytes(), 0u);
 }
 
+TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloat64)
+{
+  // Preferred for one channel in float64 from patch 5 and distance 3 on; not in single precision,
+  // with channels, with a mask or a noise map, in 2D and 4D, or when switched off; forced with
+  // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 wherever it can serve.
+  const DeviceLimits h200 = RealDevices().back().Limits;
+  for (int patch : { 5, 7, 9, 13, 21 })
+  {
+    for (int distance : { 3, 5, 8, 11, 21 })
+    {
+      const KernelConfig c =
+        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
+      EXPECT_EQ(c.WeightBatch, 12) << c.Describe();
+      EXPECT_EQ(c.Tile[0], 32 - (patch - 2)) << c.Describe();
+      EXPECT_EQ(c.Tile[1] * 32, c.ThreadCount) << c.Describe();
+      EXPECT_FALSE(c.SharedRows || c.Rows > 0) << c.Describe();
+      EXPECT_LE(c.SharedBytes(), 48u * 1024u) << "no opt-in needed: " << c.Describe();
+    }
+    EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 2), h200, Overrides{}).WeightBatch, 0)
+      << "patch " << patch << ", distance 2";
+  }
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 11), h200, Overrides{}).WeightBatch, 0)
+    << "patch 3: the column kernel";
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 7, 11, 2), h200, Overrides{}).WeightBatch, 0)
+    << "two channels";
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 640, 480 }, 7, 11), h200, Overrides{}).WeightBatch, 0);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(4, { 9, 8, 7, 6 }, 5, 1), h200, Overrides{}).WeightBatch, 0);
+  Problem single = MakeProblem(3, { 64, 48, 40 }, 7, 11);
+  single.SinglePrecision = true;
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(single, h200, Overrides{}).WeightBatch, 0) << "single precision";
+  Problem                         masked = MakeProblem(3, { 64, 48, 40 }, 7, 11);
+  const std::vector<std::uint8_t> mask(64 * 48 * 40, 1);
+  masked.Mask = mask.data();
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(masked, h200, Overrides{}).WeightBatch, 0) << "a mask";
+  Overrides off, forced;
+  off.BufferedWeightsOff = true;
+  forced.BufferedWeightsForced = true;
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 7, 11), h200, off).SharedRows);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 2), h200, forced).WeightBatch, 12);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 7, 11, 3), h200, forced).WeightBatch, 12);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(single, h200, forced).WeightBatch, 12);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(masked, h200, forced).WeightBatch, 0) << "it cannot serve a mask";
+  // The slab's buffers: the weights of a batch (2 * 12 slots of the output extended by the distance
+  // on each side, 4 bytes each) and the accumulators (W and R per voxel, 8 bytes each), counted in
+  // the slab's device bytes; the batches cover every shift pair once, the last writes the output.
+  const Problem      p = MakeProblem(3, { 64, 48, 40 }, 7, 6);
+  const KernelConfig c = itk::nlm::ChooseConfiguration(p, h200, Overrides{});
+  const LaunchPlan   plan = itk::nlm::PlanSlabs(p, c, h200);
+  const SlabPlan     s = itk::nlm::PlanSlab(p, plan, 0, 4, Overrides{});
+  EXPECT_EQ(s.WeightBytes, 2u * 12u * (64 + 12) * (48 + 12) * (40 + 12) * 4u);
+  EXPECT_EQ(s.AccumulatorBytes, 2u * 64u * 48u * 40u * 8u);
+  EXPECT_GE(plan.DeviceBytes, s.WeightBytes + s.AccumulatorBytes + s.PaddedBytes);
+  const long long pairs = 13 * 13 * 4; // t0 = 0..6 in pairs (0,1) (2,3) (4,5) (6)
+  ASSERT_EQ(s.Chunks.size(), static_cast<std::size_t>((pairs + 11) / 12));
+  long long tiles = 0;
+  for (std::size_t i = 0; i < s.Chunks.size(); ++i)
+  {
+    EXPECT_EQ(s.Chunks[i].FirstTile, static_cast<long long>(12 * i));
+    EXPECT_EQ(s.Chunks[i].PaddedPlanesRead, s.Fast.ySize[2]);
+    EXPECT_EQ(s.Chunks[i].OutputPlanesDone, i + 1 == s.Chunks.size() ? 40 : 0);
+    tiles += s.Chunks[i].Tiles;
+  }
+  EXPECT_EQ(tiles, plan.TotalTiles);
+  EXPECT_EQ(s.Fast.weightSize[0], 64 + 12);
+  EXPECT_EQ(s.Fast.weightTiles[0], (64 + 6 + 26) / 27);
+  EXPECT_EQ(s.Fast.weightTiles[2], 1);
+}
+
 TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDistances)
 {
   // Preferred at patches 5 and 7 from distance 3 on, from patch 9 on from distance 7; below, the
   // tiled kernel unless none fits.
+  // (With the buffered-weights kernel off, which comes first where it serves; see
+  // TheBufferedWeightsKernelServes3DLargePatchesInFloat64.)
   const DeviceLimits h200 = RealDevices().back().Limits;
+  Overrides          rules;
+  rules.BufferedWeightsOff = true;
   for (int patch : { 5, 7 })
   {
-    EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 2), h200, Overrides{}).SharedRows)
+    EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 2), h200, rules).SharedRows)
       << "patch " << patch;
     for (int distance : { 3, 6, 11, 21 })
     {
       const KernelConfig c =
-        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
+        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, rules);
       EXPECT_TRUE(c.SharedRows) << c.Describe();
       EXPECT_EQ(c.Tile[2], 8) << c.Describe();
     }
   }
   for (int patch : { 9, 11, 13, 21 })
   {
-    EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 6), h200, Overrides{}).SharedRows)
+    EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 6), h200, rules).SharedRows)
       << "patch " << patch;
     for (int distance : { 7, 8, 11, 21 })
     {
       const KernelConfig c =
-        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
+        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, rules);
       EXPECT_TRUE(c.SharedRows) << c.Describe();
       EXPECT_EQ(c.Tile[2], patch <= 11 ? 8 : 4) << c.Describe();
       EXPECT_LE(c.SharedBytes(), 48u * 1024u) << "no opt-in needed: " << c.Describe();
     }
   }
-  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 11), h200, Overrides{}).SharedRows)
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 11), h200, rules).SharedRows)
     << "patch 3: the column kernel";
   // Even patch sizes take the rule of the odd size they become.
-  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 6, 3), h200, Overrides{}).SharedRows);
-  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 8, 6), h200, Overrides{}).SharedRows);
-  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 8, 7), h200, Overrides{}).SharedRows);
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 6, 3), h200, rules).SharedRows);
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 8, 6), h200, rules).SharedRows);
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 8, 7), h200, rules).SharedRows);
   // Single precision with one channel: the same rule, except at patch 5, which takes the column
   // kernel from distance 2 on where its footprint fits shared memory (on an H200 up to distance 7),
   // beyond it the shared-rows kernel, whose cold compile is shorter. Several channels, in float64 and in single
@@ -359,7 +433,7 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
   {
     Problem p = MakeProblem(3, { 64, 48, 40 }, c.patch, c.distance);
     p.SinglePrecision = true;
-    const KernelConfig k = itk::nlm::ChooseConfiguration(p, h200, Overrides{});
+    const KernelConfig k = itk::nlm::ChooseConfiguration(p, h200, rules);
     EXPECT_EQ(k.SharedRows ? 'S' : (k.Rows > 0 ? 'C' : 'T'), c.kernel) << k.Describe();
   }
   {
@@ -388,27 +462,26 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
       {
         Problem p = MakeProblem(3, { 64, 48, 40 }, patch, distance, channels);
         p.SinglePrecision = single;
-        EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, Overrides{}).SharedRows, expected)
+        EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, rules).SharedRows, expected)
           << "patch " << patch << ", distance " << distance << ", " << channels << " channels"
           << (single ? ", single precision" : "");
       }
     }
   }
-  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).SharedRows);
-  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 9, 8, 7, 6 }, 7, 1), h200, Overrides{}).SharedRows);
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, rules).SharedRows);
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 9, 8, 7, 6 }, 7, 1), h200, rules).SharedRows);
   // A GTX 1080 Ti (48 KB of shared memory per block): patch 15 at distance 5 fits no tiled
   // configuration, so the shared-rows kernel serves it.
   const DeviceLimits gtx = RealDevices().front().Limits;
-  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 15, 5), gtx, Overrides{}).SharedRows);
-  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 11, 3), gtx, Overrides{}).SharedRows);
+  EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 15, 5), gtx, rules).SharedRows);
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 11, 3), gtx, rules).SharedRows);
   // Beyond patch 21 (at 35 a row's window would not fit a warp) it never serves: the tiled kernel,
   // or the refusal that names the fix.
   for (int patch : { 23, 33, 35, 51 })
   {
     try
     {
-      EXPECT_FALSE(
-        itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 11), h200, Overrides{}).SharedRows)
+      EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, 11), h200, rules).SharedRows)
         << "patch " << patch;
     }
     catch (const itk::ExceptionObject & e)

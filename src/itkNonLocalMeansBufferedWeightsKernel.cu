@@ -1,0 +1,341 @@
+/*=========================================================================
+ *
+ *  Copyright NumFOCUS
+ *
+ *  Licensed under the Apache License, Version 2.0 (the "License");
+ *  you may not use this file except in compliance with the License.
+ *  You may obtain a copy of the License at
+ *
+ *         https://www.apache.org/licenses/LICENSE-2.0.txt
+ *
+ *  Unless required by applicable law or agreed to in writing, software
+ *  distributed under the License is distributed on an "AS IS" BASIS,
+ *  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ *  See the License for the specific language governing permissions and
+ *  limitations under the License.
+ *
+ *=========================================================================*/
+
+#include "itkNonLocalMeansKernelCommon.cuh"
+
+// The buffered-weights kernels (3D, patch size >= 3; for large patches). The other kernels compute,
+// for every voxel c of a tile, both raw(c, t) and raw(c, -t) = raw(c - t, t) (contract 2.3): twice
+// the patch sums of the weights a voxel receives. These compute every weight once, in two passes
+// per batch of shifts:
+//   nlm_fast   (the weights pass) writes w(c, t) for the batch's shifts t and every c of the
+//              output region and of the region shifted by -t into a buffer (FastKernelParameters::
+//              weights; 4 bytes per weight as in the tiled kernel);
+//   nlm_gather adds, for every output voxel x and each shift of the batch in the contract's order,
+//              the terms of w(x, t) and w(x - t, t) to the accumulators (FastKernelParameters::
+//              accumulators, kept in device memory between the batches), and after the last batch
+//              writes the output.
+// The sums and the order of the terms are the contract's, so the output is the other kernels'
+// bit for bit.
+//
+// The weights pass: a block of NW warps owns a tile of T0 = 32 - (s - 2) x NW voxels along axes 0
+// and 1 and marches through ZC = T2 planes along axis 2, for two shifts at once (t0 = 2j and 2j + 1
+// of one row of shifts: the same t1, t2, so that both read the same cells Y(y)). Per plane:
+//   1. the warps compute the sums along axis 0 of the patch terms of the NW + s - 2 rows (a row per
+//      warp in turn; the terms of the neighbors by shuffles) for both shifts into one of two
+//      buffers in shared memory; the cells of the next plane are loaded meanwhile;
+//   2. after one barrier, each thread sums its rows along axis 1 from shared memory into a ring of
+//      the last s - 1 planes, and once the march has passed its voxel's patch sums the ring along
+//      axis 2 and stores the weight.
+// Reads are clamped into the padded input (cells outside it only feed discarded lanes, rows and
+// planes), so the padded input needs no margin beyond the other kernels'.
+//
+// Shift pairs (itk::nlm::ShiftPairsPerRow): the contract's shifts (2.2) in rows of one (t2, t1),
+// each row's t0 = 0 .. d in pairs (2j, 2j + 1); pair g is in row g / ShiftPairsPerRow(d), and a
+// pair whose 2j + 1 > d has one shift. A batch is FastKernelParameters::pairs consecutive pairs
+// from firstPair; its weights take 2 * pairs slots of weightSize cells each (slot 2 i + v: shift v
+// of the batch's pair i).
+namespace
+{
+constexpr int NW = NT / 32;     // warps: one per row of the tile
+constexpr int ZC = T2;          // planes of weights per block
+constexpr int ROWS = T1 + EXT1; // rows of sums along axis 0 per plane
+constexpr int UNITS_PER_WARP = (ROWS + NW - 1) / NW;
+constexpr int SP = 2;                                      // shifts per block
+constexpr int BUFFER = SP * ROWS * 32;                     // one buffer: both shifts
+constexpr int GATHER_X = itk::nlm::BufferedGatherBlock[0]; // gather block: 32 x 8 threads,
+constexpr int GATHER_Y = itk::nlm::BufferedGatherBlock[1]; // GATHER_Z voxels each
+constexpr int GATHER_Z = itk::nlm::BufferedGatherBlock[2];
+static_assert(DIM == 3 && WIN0 >= 2 && WIN1 >= 2 && WIN2 >= 2,
+              "the buffered-weights kernel is for 3D, patch size >= 3");
+static_assert(!NLM_NOISE_MAP, "the buffered-weights kernel takes no noise map (the planner picks the tiled kernel)");
+static_assert(T0 == 32 - EXT0 && T0 >= 1 && NW == T1 && NT % 32 == 0, "one warp per row of 32 - (s0 - 2) voxels");
+static_assert(PD0 == PD && PD1 == PD && PD2 == PD && O0 == O && O1 == O && O2 == O,
+              "the same patch and distance on every axis");
+
+/** The shifts of pair g: t0 of its first shift (the second is t0 + 1 where that is <= PD), t1, t2. */
+__device__ __forceinline__ void
+PairShifts(long long g, int & t0, int & t1, int & t2)
+{
+  const int row = static_cast<int>(g / itk::nlm::ShiftPairsPerRow(PD));
+  t0 = 2 * static_cast<int>(g % itk::nlm::ShiftPairsPerRow(PD));
+  t1 = row % (2 * PD + 1) - PD;
+  t2 = row / (2 * PD + 1) - PD;
+}
+
+__device__ __forceinline__ long long
+Clamp(long long v, long long lo, long long hi)
+{
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+} // namespace
+
+/** The weights pass: grid (weightTiles[0] * weightTiles[1], weightTiles[2], pairs). */
+extern "C" __global__ void
+__launch_bounds__(NT, NLM_MINBLOCKS)
+  nlm_fast(const Real * __restrict__ Y, TOut * __restrict__ out, itk::nlm::FastKernelParameters p)
+{
+  (void)out;
+  extern __shared__ double sharedRaw[];
+  Real *                   sums = reinterpret_cast<Real *>(sharedRaw); // two buffers of BUFFER
+  const int                pair = blockIdx.z;
+  int                      t0, t1, t2;
+  PairShifts(p.firstPair + pair, t0, t1, t2);
+  const bool second = t0 + 1 <= PD; // whether the pair has a second shift
+  const int  t0b = second ? t0 + 1 : t0;
+  // The union of the regions of the pair's shifts, [lo, lo + e) per axis: the output region and
+  // the output region shifted by -t.
+  const long long n0 = p.outSize[0], n1 = p.outSize[1], n2 = p.outSize[2];
+  const long long lo0 = -t0b, lo1 = -max(t1, 0), lo2 = -max(t2, 0);
+  const long long e0 = n0 + t0b, e1 = n1 + Iabs(t1), e2 = n2 + Iabs(t2);
+  const long long tx = blockIdx.x % p.weightTiles[0], ty = blockIdx.x / p.weightTiles[0];
+  if (tx * T0 >= e0 || ty * T1 >= e1 || static_cast<long long>(blockIdx.y) * ZC >= e2)
+  {
+    return;
+  }
+  const long long cb0 = lo0 + tx * T0, cb1 = lo1 + ty * T1, cb2 = lo2 + static_cast<long long>(blockIdx.y) * ZC;
+  const int       lane = threadIdx.x % 32;
+  const int       warp = threadIdx.x / 32;
+  const long long fx = p.ySize[0], fxy = p.ySize[0] * p.ySize[1];
+  const long long tOff[SP] = { (t0 + t1 * fx + t2 * fxy) * K, (t0b + t1 * fx + t2 * fxy) * K };
+  // Padded coordinates (cell y of the output grid is padded cell y + E) of this lane's cells and
+  // of its units' rows, clamped so that both y and y + t are inside the padded input.
+  const long long x = Clamp(cb0 + lane - O + 1 + E, 0, p.ySize[0] - 1 - t0b);
+  long long       rowOffset[UNITS_PER_WARP];
+#pragma unroll
+  for (int i = 0; i < UNITS_PER_WARP; ++i)
+  {
+    const int r = min(warp + i * NW, ROWS - 1);
+    rowOffset[i] = x + Clamp(cb1 + r - O + 1 + E, max(0, -t1), p.ySize[1] - 1 - max(0, t1)) * fx;
+  }
+  const long long zLo = max(0, -t2), zHi = p.ySize[2] - 1 - max(0, t2);
+  const int       planes = static_cast<int>(min(static_cast<long long>(ZC), e2 - blockIdx.y * ZC)) + EXT2;
+
+  // Where this thread's weights go, and whether they are inside their shift's region.
+  const long long c0 = cb0 + lane, c1 = cb1 + warp;
+  const long long w0 = p.weightSize[0], w01 = p.weightSize[0] * p.weightSize[1];
+  const long long slot = w01 * p.weightSize[2];
+  WeightStore *   weights =
+    reinterpret_cast<WeightStore *>(p.weights) + (2 * pair) * slot + (c0 + PD) + (c1 + PD) * w0 + (cb2 + PD) * w01;
+  const bool inRows = lane < T0 && c1 >= lo1 && c1 < lo1 + e1;
+  const bool store[SP] = { inRows && c0 >= -t0 && c0 < n0, second && inRows && c0 >= -t0b && c0 < n0 };
+  const Real norm = static_cast<Real>(p.norm);
+  const Real invNorm = static_cast<Real>(p.invNorm);
+  const Real noise = static_cast<Real>(p.noise);
+
+  // The cells of a plane's units: Y(y) and Y(y + t) of both shifts.
+  Real cells[UNITS_PER_WARP][K], shifted[UNITS_PER_WARP][SP][K];
+  auto load = [&](int pl) {
+    const long long z = Clamp(cb2 + pl - O + 1 + E, zLo, zHi) * fxy;
+#pragma unroll
+    for (int i = 0; i < UNITS_PER_WARP; ++i)
+    {
+      const Real * y = Y + (rowOffset[i] + z) * K;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        cells[i][k] = y[k];
+#pragma unroll
+        for (int v = 0; v < SP; ++v)
+        {
+          shifted[i][v][k] = y[tOff[v] + k];
+        }
+      }
+    }
+  };
+  Real ring[SP][WIN2];
+  load(0);
+#pragma unroll 1
+  for (int pl = 0; pl < planes; ++pl)
+  {
+    // Step 1: the sums along axis 0 of the plane's rows for both shifts (contract 2.3: D, then the
+    // sum over j0 ascending), then the next plane's cells.
+    Real d[UNITS_PER_WARP][SP];
+#pragma unroll
+    for (int i = 0; i < UNITS_PER_WARP; ++i)
+    {
+#pragma unroll
+      for (int v = 0; v < SP; ++v)
+      {
+        Real acc = 0;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+        {
+          const Real diff = cells[i][k] - shifted[i][v][k];
+          acc = (k == 0) ? diff * diff : acc + diff * diff;
+        }
+        d[i][v] = acc - noise;
+      }
+    }
+    load(min(pl + 1, planes - 1));
+    Real * buffer = sums + (pl % 2) * BUFFER;
+#pragma unroll
+    for (int i = 0; i < UNITS_PER_WARP; ++i)
+    {
+      const int r = min(warp + i * NW, ROWS - 1);
+#pragma unroll
+      for (int v = 0; v < SP; ++v)
+      {
+        Real a = d[i][v];
+#pragma unroll
+        for (int j = 1; j < WIN0; ++j)
+        {
+          a = a + __shfl_down_sync(0xffffffffu, d[i][v], j);
+        }
+        if ((i + 1) * NW <= ROWS || warp + i * NW < ROWS)
+        {
+          buffer[v * ROWS * 32 + r * 32 + lane] = a;
+        }
+      }
+    }
+    __syncthreads();
+    // Step 2: this thread's sums along axis 1 into the rings; once the patch of the voxel of plane
+    // pl - EXT2 is complete, the sums along axis 2 and the weights.
+#pragma unroll
+    for (int v = 0; v < SP; ++v)
+    {
+      const Real * a = buffer + v * ROWS * 32 + warp * 32 + lane;
+      Real         b = a[0];
+#pragma unroll
+      for (int j = 1; j < WIN1; ++j)
+      {
+        b = b + a[j * 32];
+      }
+#pragma unroll
+      for (int j = 0; j + 1 < WIN2; ++j)
+      {
+        ring[v][j] = ring[v][j + 1];
+      }
+      ring[v][WIN2 - 1] = b;
+    }
+    if (pl >= EXT2)
+    {
+      const long long c2 = cb2 + pl - EXT2;
+      const bool      inPlane = c2 >= -max(t2, 0) && c2 < n2 + max(-t2, 0);
+#pragma unroll
+      for (int v = 0; v < SP; ++v)
+      {
+        Real raw = ring[v][0];
+#pragma unroll
+        for (int j = 1; j < WIN2; ++j)
+        {
+          raw = raw + ring[v][j];
+        }
+        const WeightStore w = ScaledWeight(raw, norm, invNorm, p.negScale, (v == 0) ? (t0 == 0) : false);
+        if (store[v] && inPlane)
+        {
+          weights[v * slot + (pl - EXT2) * w01] = w;
+        }
+      }
+    }
+  }
+}
+
+/** The gather: grid (ceil(n0 / 32), ceil(n1 / 8), ceil(n2 / 4)) of 32 x 8 threads. */
+extern "C" __global__ void
+__launch_bounds__(GATHER_X * GATHER_Y)
+  nlm_gather(const Real * __restrict__ Y, TOut * __restrict__ out, itk::nlm::FastKernelParameters p)
+{
+  const long long n0 = p.outSize[0], n1 = p.outSize[1], n2 = p.outSize[2];
+  const long long x0 = static_cast<long long>(blockIdx.x) * GATHER_X + threadIdx.x;
+  const long long x1 = static_cast<long long>(blockIdx.y) * GATHER_Y + threadIdx.y;
+  const long long x2 = static_cast<long long>(blockIdx.z) * GATHER_Z;
+  if (x0 >= n0 || x1 >= n1)
+  {
+    return;
+  }
+  const long long fx = p.ySize[0], fxy = p.ySize[0] * p.ySize[1];
+  const long long w0 = p.weightSize[0], w01 = p.weightSize[0] * p.weightSize[1];
+  const long long slot = w01 * p.weightSize[2];
+  const long long voxels = n0 * n1 * n2;
+  Real *          acc = reinterpret_cast<Real *>(p.accumulators); // W, then R_k, each over the voxels
+  const auto *    weights = reinterpret_cast<const WeightStore *>(p.weights);
+  // This thread's voxels (those beyond the region repeat its last plane and are not stored).
+  long long voxel[GATHER_Z], cell[GATHER_Z], weight[GATHER_Z];
+  Real      ws[GATHER_Z], rs[GATHER_Z][K];
+#pragma unroll
+  for (int q = 0; q < GATHER_Z; ++q)
+  {
+    const long long z = min(x2 + q, n2 - 1);
+    voxel[q] = x0 + n0 * (x1 + n1 * z);
+    cell[q] = ((x0 + E) + (x1 + E) * fx + (z + E) * fxy) * K;
+    weight[q] = (x0 + PD) + (x1 + PD) * w0 + (z + PD) * w01;
+    ws[q] = p.firstBatch ? 0 : acc[voxel[q]];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      rs[q][k] = p.firstBatch ? 0 : acc[(1 + k) * voxels + voxel[q]];
+    }
+  }
+#pragma unroll 1
+  for (long long i = 0; i < 2 * p.pairs; ++i)
+  {
+    int t0, t1, t2;
+    PairShifts(p.firstPair + i / 2, t0, t1, t2);
+    t0 += static_cast<int>(i % 2);
+    if (t0 > PD)
+    {
+      continue; // the pair has one shift
+    }
+    // Contract 2.5: the target term first when t is lexicographically positive.
+    const bool      targetFirst = itk::nlm::IsLexicographicallyPositive(t0, t1, t2, 0);
+    const long long tY = (t0 + t1 * fx + t2 * fxy) * K;
+    const long long tW = t0 + t1 * w0 + t2 * w01;
+    const long long off1 = targetFirst ? -tY : tY;
+    const auto *    w = weights + i * slot;
+#pragma unroll
+    for (int q = 0; q < GATHER_Z; ++q)
+    {
+      const Real   wc = Unpack(w[weight[q]]);
+      const Real   wt = Unpack(w[weight[q] - tW]);
+      const Real   w1 = targetFirst ? wt : wc;
+      const Real   w2 = targetFirst ? wc : wt;
+      const Real * y = Y + cell[q];
+      ws[q] = (ws[q] + w1) + w2;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[q][k] = (rs[q][k] + w1 * Value(y[off1 + k])) + w2 * Value(y[-off1 + k]);
+      }
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < GATHER_Z; ++q)
+  {
+    if (x2 + q >= n2)
+    {
+      continue;
+    }
+    if (p.lastBatch)
+    {
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        out[voxel[q] * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[q][k], ws[q], p.bias)));
+      }
+    }
+    else
+    {
+      acc[voxel[q]] = ws[q];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        acc[(1 + k) * voxels + voxel[q]] = rs[q][k];
+      }
+    }
+  }
+}
