@@ -71,6 +71,8 @@ constexpr int BufferedWeightsFromDistance = 3;
 constexpr int BufferedWeightPairs = 12;
 constexpr int BufferedWeightWarps = 8;
 constexpr int BufferedWeightPlanes = 64;
+// The most blocks of a launch along grid axes y and z (CUDA's limit).
+constexpr long long MostGridBlocksYZ = 65535;
 // Offsets inside one block's footprint above this need 64-bit indices.
 constexpr double NarrowIndexLimit = 2.0e9;
 
@@ -338,15 +340,16 @@ SharedRowsConfiguration(KernelConfig base, const Overrides & o)
 
 /** Whether the 3D buffered-weights kernel can serve a problem: as the shared-rows kernel (3D, patch
  * size 3 to MostSharedRowsPatch, the same patch and distance on every axis, no noise map, weights
- * that can use the scaled form), without a mask (it computes every weight), not switched off, and
- * no other kernel's shape forced. */
+ * that can use the scaled form), without a mask (it computes every weight), not switched off, no
+ * other kernel's shape forced, and an output whose axis 1 fits the gather's grid (PlanSlabs cuts
+ * axis 2 into slabs that fit). */
 bool
 BufferedWeightsServe(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
-  return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= MostSharedRowsPatch && o.TileShape.empty() &&
-         o.ColumnShape.empty() && o.SharedRowsShape.empty() && !o.BufferedWeightsOff && !base.NoiseMap &&
-         !base.IsAnisotropic() && p.Mask == nullptr &&
-         std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+  return p.Dimension == 3 && p.OutputSize[1] <= MostGridBlocksYZ * BufferedGatherBlock[1] && base.PatchSize >= 3 &&
+         base.PatchSize <= MostSharedRowsPatch && o.TileShape.empty() && o.ColumnShape.empty() &&
+         o.SharedRowsShape.empty() && !o.BufferedWeightsOff && !base.NoiseMap && !base.IsAnisotropic() &&
+         p.Mask == nullptr && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
 }
 
 /** Whether the planner prefers the buffered-weights kernel where it can serve: one channel in
@@ -904,6 +907,11 @@ PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & l
   const long long tileA = config.Tile[A];
   const long long layers = plan.TileSpan[A] / tileA;
   long long       slab = (layers + std::max(1LL, minimumSlabs) - 1) / std::max(1LL, minimumSlabs) * tileA;
+  if (config.WeightBatch > 0)
+  {
+    // The buffered-weights gather's grid: BufferedGatherBlock[2] planes per block along axis 2.
+    slab = std::min(slab, MostGridBlocksYZ * BufferedGatherBlock[2] / tileA * tileA);
+  }
   while (slab > tileA && SlabBytes(p, config, plan.TileSpan, A, slab) > plan.MemoryBudget)
   {
     slab = std::max<long long>(tileA, (slab / 2 + tileA - 1) / tileA * tileA);
