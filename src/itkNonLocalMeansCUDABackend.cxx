@@ -335,11 +335,13 @@ NonLocalMeansCUDABackend::RunOnOneDevice(nlm::CUDADevice &   device,
                                          unsigned int        numberOfWorkUnits,
                                          TimePoint           setupStart)
 {
-  const nlm::ScopedContext  context(device);
-  const nlm::Overrides      overrides = nlm::GetOverrides();
-  const nlm::DeviceLimits   limits = device.Limits();
-  const auto                aborted = [caller] { return caller != nullptr && caller->GetAbortGenerateData(); };
-  const nlm::LaunchPlan     plan = nlm::PlanSlabs(problem, device.Configuration(problem, overrides, aborted), limits);
+  const nlm::ScopedContext context(device);
+  const nlm::Overrides     overrides = nlm::GetOverrides();
+  const nlm::DeviceLimits  limits = device.Limits();
+  const auto               aborted = [caller] { return caller != nullptr && caller->GetAbortGenerateData(); };
+  const auto               choose = [&](const nlm::Overrides & o) { return device.Configuration(problem, o, aborted); };
+  const nlm::LaunchPlan    plan =
+    nlm::PlanSlabs(problem, nlm::ConfigurationThatFits(problem, limits, overrides, choose), limits);
   const nlm::LoadedModule & module = device.Module(plan.Config, m_Statistics);
   RecordPlan(m_Statistics, plan, MillisecondsSince(setupStart));
 
@@ -368,8 +370,9 @@ NonLocalMeansCUDABackend::RunOnDevices(const std::vector<nlm::CUDADevice *> & de
   const auto              aborted = [caller] { return caller != nullptr && caller->GetAbortGenerateData(); };
   Problem                 shared = problem;
   const nlm::DeviceLimits limits = SharedLimits(devices, shared);
-  const nlm::LaunchPlan   plan = nlm::PlanSlabs(shared,
-                                              nlm::ChooseConfiguration(shared, limits, overrides, aborted),
+  const auto choose = [&](const nlm::Overrides & o) { return nlm::ChooseConfiguration(shared, limits, o, aborted); };
+  const nlm::LaunchPlan plan = nlm::PlanSlabs(shared,
+                                              nlm::ConfigurationThatFits(shared, limits, overrides, choose),
                                               limits,
                                               SlabsPerDevice * static_cast<long long>(devices.size()));
   RecordPlan(m_Statistics, plan, MillisecondsSince(setupStart));

@@ -123,6 +123,15 @@ KernelConfig::Macros() const
   m.push_back(std::string("-DNLM_RICIAN=") + (Rician ? "1" : "0"));
   m.push_back(std::string("-DNLM_NOISE_MAP=") + (NoiseMap ? "1" : "0"));
   m.push_back(std::string("-DNLM_CLASSIC=") + (Classic ? "1" : "0"));
+  // The kernel's source where the macros above do not tell it (the in-memory module cache's key).
+  if (SharedRows)
+  {
+    m.push_back("-DNLM_SHARED_ROWS=1");
+  }
+  if (WeightBatch > 0)
+  {
+    m.push_back("-DNLM_BUFFERED_WEIGHTS=1");
+  }
   return m;
 }
 

@@ -559,7 +559,8 @@ BufferedWeightsBuffers(const Problem &      p,
   double slot = 1.0, voxels = 1.0;
   for (int a = 0; a <= A; ++a)
   {
-    const double extent = (a == A) ? static_cast<double>(planes) : static_cast<double>(p.OutputSize[a]);
+    const double extent =
+      static_cast<double>((a == A) ? std::min<long long>(planes, p.OutputSize[a]) : p.OutputSize[a]);
     slot *= extent + 2.0 * c.PatchDistance;
     voxels *= extent;
   }
@@ -884,6 +885,47 @@ ChooseConfiguration(const Problem &         p,
   return tiledFits ? tiled : rows; // where no tiled configuration fits the device
 }
 
+std::uint64_t
+MemoryBudget(const Problem & p, const DeviceLimits & limits)
+{
+  std::uint64_t budget = static_cast<std::uint64_t>(DefaultMemoryShare * static_cast<double>(limits.FreeMemory));
+  if (p.MaximumGPUMemory > 0)
+  {
+    budget = std::min<std::uint64_t>(budget, p.MaximumGPUMemory);
+  }
+  return budget;
+}
+
+bool
+ThinnestSlabFits(const Problem & p, const KernelConfig & config, const DeviceLimits & limits)
+{
+  const int n = static_cast<int>(p.Dimension);
+  const int A = n - 1;
+  long long tileSpan[4] = { 1, 1, 1, 1 };
+  for (int a = 0; a < n; ++a)
+  {
+    tileSpan[a] = (p.OutputSize[a] + config.Tile[a] - 1) / config.Tile[a] * config.Tile[a];
+  }
+  return SlabBytes(p, config, tileSpan, A, config.Tile[A]) <= MemoryBudget(p, limits);
+}
+
+KernelConfig
+ConfigurationThatFits(const Problem &                                        p,
+                      const DeviceLimits &                                   limits,
+                      const Overrides &                                      overrides,
+                      const std::function<KernelConfig(const Overrides &)> & choose)
+{
+  const KernelConfig chosen = choose(overrides);
+  if (chosen.WeightBatch == 0 || ThinnestSlabFits(p, chosen, limits))
+  {
+    return chosen;
+  }
+  Overrides without = overrides;
+  without.BufferedWeightsOff = true;
+  without.BufferedWeightsForced = false;
+  return choose(without);
+}
+
 LaunchPlan
 PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & limits, long long minimumSlabs)
 {
@@ -898,11 +940,7 @@ PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & l
     plan.TileSpan[a] = (p.OutputSize[a] + config.Tile[a] - 1) / config.Tile[a] * config.Tile[a];
     plan.TotalTiles *= plan.TileSpan[a] / config.Tile[a];
   }
-  plan.MemoryBudget = static_cast<std::uint64_t>(DefaultMemoryShare * static_cast<double>(limits.FreeMemory));
-  if (p.MaximumGPUMemory > 0)
-  {
-    plan.MemoryBudget = std::min<std::uint64_t>(plan.MemoryBudget, p.MaximumGPUMemory);
-  }
+  plan.MemoryBudget = MemoryBudget(p, limits);
   // The thickest slab (whole tiles along A) that fits the budget, halving from the whole output.
   const long long tileA = config.Tile[A];
   const long long layers = plan.TileSpan[A] / tileA;

@@ -119,6 +119,27 @@ ChooseConfiguration(const NonLocalMeansBackend::Problem & problem,
                     const Overrides &                     overrides,
                     const PlanningAborted &               aborted = {});
 
+/** Bytes a Run may use on a device: DefaultMemoryShare of its free memory, at most the problem's
+ * MaximumGPUMemory. */
+CudaNonLocalMeans_EXPORT std::uint64_t
+                         MemoryBudget(const NonLocalMeansBackend::Problem & problem, const DeviceLimits & limits);
+
+/** Whether a slab of one tile layer of `config` fits the memory budget. */
+CudaNonLocalMeans_EXPORT bool
+ThinnestSlabFits(const NonLocalMeansBackend::Problem & problem,
+                 const KernelConfig &                  config,
+                 const DeviceLimits &                  limits);
+
+/** What `choose` (ChooseConfiguration with these overrides, or a cache of it) gives, except that where
+ * it is the buffered-weights kernel and not even its thinnest slab fits the memory budget (its
+ * buffers grow with the planes along axes 0 and 1; a slab is 64 planes at least), what it gives
+ * with that kernel off. */
+CudaNonLocalMeans_EXPORT KernelConfig
+ConfigurationThatFits(const NonLocalMeansBackend::Problem &                  problem,
+                      const DeviceLimits &                                   limits,
+                      const Overrides &                                      overrides,
+                      const std::function<KernelConfig(const Overrides &)> & choose);
+
 /** Plans the slabs of `config` (a ChooseConfiguration result) on a device: the thickest slab
  * that fits the memory budget and makes at least `minimumSlabs` slabs where the output has that
  * many tile layers (several devices), and the index width. Throws when not even one tile layer

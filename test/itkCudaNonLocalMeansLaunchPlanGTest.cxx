@@ -378,6 +378,23 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   EXPECT_LE(deepPlan.SlabPlanes, 65535 * 4);
   EXPECT_EQ(deepPlan.SlabPlanes % 64, 0);
   EXPECT_EQ(deepPlan.Slabs, 2);
+  // Its buffers grow with the planes along axes 0 and 1: where not even a slab of 64 planes fits the
+  // memory budget, the planner takes what it would with the kernel off.
+  const auto choose = [&](const Problem & q) {
+    return [&h200, q](const Overrides & o) { return itk::nlm::ChooseConfiguration(q, h200, o); };
+  };
+  const Problem wide = MakeProblem(3, { 4096, 4096, 200 }, 7, 11);
+  EXPECT_FALSE(itk::nlm::ThinnestSlabFits(wide, itk::nlm::ChooseConfiguration(wide, h200, Overrides{}), h200));
+  const KernelConfig w = itk::nlm::ConfigurationThatFits(wide, h200, forced, choose(wide));
+  EXPECT_TRUE(w.SharedRows && w.WeightBatch == 0) << w.Describe() << ": even where forced";
+  EXPECT_NO_THROW(itk::nlm::PlanSlabs(wide, w, h200));
+  const Problem thin = MakeProblem(3, { 4096, 4096, 5 }, 7, 11); // a slab of 5 planes fits
+  EXPECT_EQ(itk::nlm::ConfigurationThatFits(thin, h200, Overrides{}, choose(thin)).WeightBatch, 12);
+  Problem budget = MakeProblem(3, { 512, 512, 512 }, 7, 11);
+  EXPECT_EQ(itk::nlm::ConfigurationThatFits(budget, h200, Overrides{}, choose(budget)).WeightBatch, 12);
+  budget.MaximumGPUMemory = std::uint64_t{ 1 } << 30;
+  EXPECT_EQ(itk::nlm::ConfigurationThatFits(budget, h200, Overrides{}, choose(budget)).WeightBatch, 0);
+  EXPECT_EQ(itk::nlm::ConfigurationThatFits(p, h200, Overrides{}, choose(p)).WeightBatch, 12);
 }
 
 TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDistances)
