@@ -63,6 +63,10 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   {
     key << " r" << v;
   }
+  for (int v : o.BufferedWeightsShape)
+  {
+    key << " b" << v;
+  }
   return key.str();
 }
 } // namespace

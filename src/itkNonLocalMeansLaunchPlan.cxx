@@ -68,8 +68,18 @@ constexpr int MostSharedRowsPatch = 21;
 // and its shape: shift pairs per batch, warps and planes per block of the weights pass.
 constexpr int BufferedWeightsFromPatch = 5;
 constexpr int BufferedWeightsFromDistance = 3;
+// In single precision, where the column and shared-rows kernels are faster below (BENCHMARKS.md
+// "The march renamed, and where each shape wins").
+constexpr int SingleBufferedWeightsFromPatch = 7;
+constexpr int SingleBufferedWeightsFromDistance = 5;
 constexpr int BufferedWeightPairs = 12;
 constexpr int BufferedWeightWarps = 8;
+// From patch WideBufferedWeightsFromPatch on in float64, SingleWideBufferedWeightsFromPatch in single
+// precision, WideBufferedWeightWarps: twice the rows per plane share the s - 1 rows of the patch's
+// margin.
+constexpr int WideBufferedWeightsFromPatch = 9;
+constexpr int SingleWideBufferedWeightsFromPatch = 11;
+constexpr int WideBufferedWeightWarps = 16;
 constexpr int BufferedWeightPlanes = 64;
 // The most blocks of a launch along grid axes y and z (CUDA's limit).
 constexpr long long MostGridBlocksYZ = 65535;
@@ -353,8 +363,11 @@ BufferedWeightsServe(const Problem & p, const KernelConfig & base, const Overrid
 }
 
 /** Whether the planner prefers the buffered-weights kernel where it can serve: one channel in
- * float64 from patch BufferedWeightsFromPatch and distance BufferedWeightsFromDistance on, or
- * everywhere when CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1. Measured on an H200 at 256^3 (BENCHMARKS.md
+ * float64 from patch BufferedWeightsFromPatch and distance BufferedWeightsFromDistance on, in single
+ * precision from SingleBufferedWeightsFromPatch and SingleBufferedWeightsFromDistance on (1.38x to
+ * 2.15x faster than the shared-rows and tiled kernels at patches 7 to 13, distances 5 and 11; the
+ * column kernel is 1.7x faster at patch 5), or everywhere when CUDANONLOCALMEANS_BUFFERED_WEIGHTS
+ * is 1 or a shape. Measured on an H200 at 256^3 (BENCHMARKS.md
  * "Every weight once: the buffered-weights kernel"): it computes every weight once where the
  * shared-rows kernel computes both weights of a pair, 1.27x (patch 5 / distance 11) to 1.66x
  * (patch 7 / distance 11) faster than it and 1.30x to 1.66x at distance 3; 1.33x to 1.93x faster
@@ -363,21 +376,33 @@ BufferedWeightsServe(const Problem & p, const KernelConfig & base, const Overrid
 bool
 BufferedWeightsPreferred(const KernelConfig & base, const Overrides & o)
 {
+  const int fromPatch = base.SinglePrecision ? SingleBufferedWeightsFromPatch : BufferedWeightsFromPatch;
+  const int fromDistance = base.SinglePrecision ? SingleBufferedWeightsFromDistance : BufferedWeightsFromDistance;
   return o.BufferedWeightsForced ||
-         (base.Components == 1 && !base.SinglePrecision && base.PatchSize >= BufferedWeightsFromPatch &&
-          base.PatchDistance >= BufferedWeightsFromDistance);
+         (base.Components == 1 && base.PatchSize >= fromPatch && base.PatchDistance >= fromDistance);
 }
 
-/** The buffered-weights kernel's configuration (its shape is fixed). */
+/** The buffered-weights kernel's configuration: {warps, planes, shift pairs per batch} as forced
+ * (Overrides::BufferedWeightsShape), else BufferedWeightWarps (WideBufferedWeightWarps from patch
+ * WideBufferedWeightsFromPatch, or SingleWideBufferedWeightsFromPatch, on: 1.14x to 1.34x faster
+ * at patches 9 to 11 in float64, 1.08x to 1.1x at patches 11 and 13 in single precision, slower
+ * below), BufferedWeightPlanes and BufferedWeightPairs. */
 KernelConfig
-BufferedWeightsConfiguration(KernelConfig base)
+BufferedWeightsConfiguration(KernelConfig base, const Overrides & o)
 {
-  base.WeightBatch = BufferedWeightPairs;
+  const int        wideFrom = base.SinglePrecision ? SingleWideBufferedWeightsFromPatch : WideBufferedWeightsFromPatch;
+  const int        warps = base.PatchSize >= wideFrom ? WideBufferedWeightWarps : BufferedWeightWarps;
+  std::vector<int> shape = { warps, BufferedWeightPlanes, BufferedWeightPairs };
+  if (!o.BufferedWeightsShape.empty())
+  {
+    shape = o.BufferedWeightsShape;
+  }
+  base.WeightBatch = shape[2];
   base.Tile[0] = 32 - (base.PatchSize - 2);
-  base.Tile[1] = BufferedWeightWarps;
-  base.Tile[2] = BufferedWeightPlanes;
+  base.Tile[1] = shape[0];
+  base.Tile[2] = shape[1];
   base.Tile[3] = 1;
-  base.ThreadCount = 32 * BufferedWeightWarps;
+  base.ThreadCount = 32 * shape[0];
   base.ZSegments = 1;
   base.MinBlocks = 1;
   return base;
@@ -567,6 +592,16 @@ BufferedWeightsBuffers(const Problem &      p,
   const double realBytes = c.SinglePrecision ? sizeof(float) : sizeof(double);
   weightBytes = 2.0 * c.WeightBatch * slot * 4.0;
   accumulatorBytes = (c.Components + 1) * voxels * realBytes;
+}
+
+/** The output's extent per axis rounded up to whole tiles (1 for unused axes). */
+void
+TileSpans(const Problem & p, const KernelConfig & c, long long (&tileSpan)[4])
+{
+  for (int a = 0; a < 4; ++a)
+  {
+    tileSpan[a] = (a < static_cast<int>(p.Dimension)) ? (p.OutputSize[a] + c.Tile[a] - 1) / c.Tile[a] * c.Tile[a] : 1;
+  }
 }
 
 /** Device bytes of a slab `planes` output planes thick: padded input, uploaded input, output, and
@@ -852,7 +887,7 @@ ChooseConfiguration(const Problem &         p,
   {
     return rows; // forced
   }
-  const KernelConfig buffered = BufferedWeightsConfiguration(base);
+  const KernelConfig buffered = BufferedWeightsConfiguration(base, o);
   if (BufferedWeightsServe(p, base, o) && BufferedWeightsPreferred(base, o) &&
       buffered.SharedBytes() <= static_cast<std::size_t>(limits.SharedPerBlockOptIn))
   {
@@ -899,13 +934,9 @@ MemoryBudget(const Problem & p, const DeviceLimits & limits)
 bool
 ThinnestSlabFits(const Problem & p, const KernelConfig & config, const DeviceLimits & limits)
 {
-  const int n = static_cast<int>(p.Dimension);
-  const int A = n - 1;
-  long long tileSpan[4] = { 1, 1, 1, 1 };
-  for (int a = 0; a < n; ++a)
-  {
-    tileSpan[a] = (p.OutputSize[a] + config.Tile[a] - 1) / config.Tile[a] * config.Tile[a];
-  }
+  const int A = static_cast<int>(p.Dimension) - 1;
+  long long tileSpan[4];
+  TileSpans(p, config, tileSpan);
   return SlabBytes(p, config, tileSpan, A, config.Tile[A]) <= MemoryBudget(p, limits);
 }
 
@@ -923,6 +954,7 @@ ConfigurationThatFits(const Problem &                                        p,
   Overrides without = overrides;
   without.BufferedWeightsOff = true;
   without.BufferedWeightsForced = false;
+  without.BufferedWeightsShape.clear();
   return choose(without);
 }
 
@@ -935,9 +967,9 @@ PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & l
   const int A = n - 1;
   plan.OuterAxis = A;
   plan.TotalTiles = 1;
+  TileSpans(p, config, plan.TileSpan);
   for (int a = 0; a < n; ++a)
   {
-    plan.TileSpan[a] = (p.OutputSize[a] + config.Tile[a] - 1) / config.Tile[a] * config.Tile[a];
     plan.TotalTiles *= plan.TileSpan[a] / config.Tile[a];
   }
   plan.MemoryBudget = MemoryBudget(p, limits);

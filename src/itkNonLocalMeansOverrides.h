@@ -78,10 +78,12 @@ struct Overrides
    * kernel (empty: the planner's choice); =0 sets SharedRowsKernelOff. */
   std::vector<int> SharedRowsShape;
   bool             SharedRowsKernelOff{ false };
-  /** CUDANONLOCALMEANS_BUFFERED_WEIGHTS=0|1: the 3D buffered-weights kernel off (0) or taken
-   * wherever it can serve (1) ("" or auto: the planner's choice). */
-  bool BufferedWeightsOff{ false };
-  bool BufferedWeightsForced{ false };
+  /** CUDANONLOCALMEANS_BUFFERED_WEIGHTS=0|1|warps,planes,pairs: the 3D buffered-weights kernel off
+   * (0), or taken wherever it can serve (1), with a forced shape (warps per block, at most 16;
+   * planes per block and shift pairs per batch, at most 1024) when given ("" or auto: the planner's choice). */
+  bool             BufferedWeightsOff{ false };
+  bool             BufferedWeightsForced{ false };
+  std::vector<int> BufferedWeightsShape;
   /** CUDANONLOCALMEANS_TILE=t0,t1,t2,t3,threads[,segments[,blocks]]: a forced tiled-kernel shape. */
   std::vector<int> TileShape;
   /** CUDANONLOCALMEANS_LIST_CONFIGURATIONS: print the planner's ranking to standard output. */

@@ -596,8 +596,17 @@ TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
     const char * forced; // CUDANONLOCALMEANS_BUFFERED_WEIGHTS (nullptr: the planner's)
   };
   const Case cases[] = {
-    { "p7 d11 chosen", 7, 11, nullptr }, { "p5 d6 chosen", 5, 6, nullptr }, { "p9 d3 chosen", 9, 3, nullptr },
-    { "p3 d4 forced", 3, 4, "1" },       { "p5 d1 forced", 5, 1, "1" },     { "p13 d2 forced", 13, 2, "1" },
+    { "p7 d11 chosen", 7, 11, nullptr },
+    { "p5 d6 chosen", 5, 6, nullptr },
+    { "p9 d3 chosen", 9, 3, nullptr },
+    { "p3 d4 forced", 3, 4, "1" },
+    { "p5 d1 forced", 5, 1, "1" },
+    { "p13 d2 forced", 13, 2, "1" },
+    // Forced shapes (warps, planes, pairs): several blocks along axis 2 and units per warp, the
+    // march unrolled (patch up to 9) and not (from patch 11).
+    { "p11 d3 shape 16,8,5", 11, 3, "16,8,5" },
+    { "p5 d4 shape 4,4,3", 5, 4, "4,4,3" },
+    { "p9 d2 shape 2,16,40", 9, 2, "2,16,40" },
   };
   const auto floats = Image<F3>({ 45, 37, 29 }, 1, 91);
   const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 92);

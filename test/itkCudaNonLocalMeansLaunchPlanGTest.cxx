@@ -303,9 +303,10 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
 
 TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloat64)
 {
-  // Preferred for one channel in float64 from patch 5 and distance 3 on; not in single precision,
+  // Preferred for one channel in float64 from patch 5 and distance 3 on (8 warps per block, 16 from
+  // patch 9 on), in single precision from patch 7 and distance 5 on (16 warps from patch 11 on); not
   // with channels, with a mask or a noise map, in 2D and 4D, or when switched off; forced with
-  // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 wherever it can serve.
+  // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 or a shape wherever it can serve.
   const DeviceLimits h200 = RealDevices().back().Limits;
   for (int patch : { 5, 7, 9, 13, 21 })
   {
@@ -315,7 +316,9 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
         itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
       EXPECT_EQ(c.WeightBatch, 12) << c.Describe();
       EXPECT_EQ(c.Tile[0], 32 - (patch - 2)) << c.Describe();
+      EXPECT_EQ(c.Tile[1], patch >= 9 ? 16 : 8) << c.Describe();
       EXPECT_EQ(c.Tile[1] * 32, c.ThreadCount) << c.Describe();
+      EXPECT_EQ(c.Tile[2], 64) << c.Describe();
       EXPECT_FALSE(c.SharedRows || c.Rows > 0) << c.Describe();
       EXPECT_LE(c.SharedBytes(), 48u * 1024u) << "no opt-in needed: " << c.Describe();
     }
@@ -330,7 +333,22 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(4, { 9, 8, 7, 6 }, 5, 1), h200, Overrides{}).WeightBatch, 0);
   Problem single = MakeProblem(3, { 64, 48, 40 }, 7, 11);
   single.SinglePrecision = true;
-  EXPECT_EQ(itk::nlm::ChooseConfiguration(single, h200, Overrides{}).WeightBatch, 0) << "single precision";
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(single, h200, Overrides{}).WeightBatch, 12) << "single precision";
+  for (const auto & [patch, distance] : std::vector<std::pair<int, int>>{ { 5, 11 }, { 7, 4 }, { 11, 3 } })
+  {
+    Problem q = MakeProblem(3, { 64, 48, 40 }, patch, distance);
+    q.SinglePrecision = true;
+    EXPECT_EQ(itk::nlm::ChooseConfiguration(q, h200, Overrides{}).WeightBatch, 0)
+      << "single precision, patch " << patch << ", distance " << distance;
+  }
+  for (int patch : { 7, 9, 13, 21 })
+  {
+    Problem q = MakeProblem(3, { 64, 48, 40 }, patch, 5);
+    q.SinglePrecision = true;
+    const KernelConfig c = itk::nlm::ChooseConfiguration(q, h200, Overrides{});
+    EXPECT_EQ(c.WeightBatch, 12) << "single precision: " << c.Describe();
+    EXPECT_EQ(c.Tile[1], patch >= 11 ? 16 : 8) << "single precision: " << c.Describe();
+  }
   Problem                         masked = MakeProblem(3, { 64, 48, 40 }, 7, 11);
   const std::vector<std::uint8_t> mask(64 * 48 * 40, 1);
   masked.Mask = mask.data();
@@ -343,6 +361,16 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 7, 11, 3), h200, forced).WeightBatch, 12);
   EXPECT_EQ(itk::nlm::ChooseConfiguration(single, h200, forced).WeightBatch, 12);
   EXPECT_EQ(itk::nlm::ChooseConfiguration(masked, h200, forced).WeightBatch, 0) << "it cannot serve a mask";
+  // A forced shape: warps per block (one row of the tile each), planes per block, pairs per batch.
+  Overrides shaped = forced;
+  shaped.BufferedWeightsShape = { 16, 32, 24 };
+  const KernelConfig sc = itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 2), h200, shaped);
+  EXPECT_EQ(sc.WeightBatch, 24) << sc.Describe();
+  EXPECT_EQ(sc.Tile[0], 31) << sc.Describe();
+  EXPECT_EQ(sc.Tile[1], 16) << sc.Describe();
+  EXPECT_EQ(sc.Tile[2], 32) << sc.Describe();
+  EXPECT_EQ(sc.ThreadCount, 512) << sc.Describe();
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(masked, h200, shaped).WeightBatch, 0) << "a shape cannot serve a mask";
   // The slab's buffers: the weights of a batch (2 * 12 slots of the output extended by the distance
   // on each side, 4 bytes each) and the accumulators (W and R per voxel, 8 bytes each), counted in
   // the slab's device bytes; the batches cover every shift pair once, the last writes the output.

@@ -143,6 +143,36 @@ TEST(NonLocalMeansOverrides, JunkIsRefusedNamingTheVariable)
   EXPECT_EQ(RefusalOf("CUDANONLOCALMEANS_DEVICE", "0"), "");
 }
 
+TEST(NonLocalMeansOverrides, TheBufferedWeightsKernelCanBeSwitchedAndShaped)
+{
+  {
+    const ScopedVariable shape("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "16,32,24");
+    const auto           o = itk::nlm::ReadOverrides();
+    EXPECT_EQ(o.Invalid, "");
+    EXPECT_TRUE(o.BufferedWeightsForced) << "a shape forces the kernel";
+    EXPECT_FALSE(o.BufferedWeightsOff);
+    EXPECT_EQ(o.BufferedWeightsShape, (std::vector<int>{ 16, 32, 24 }));
+  }
+  for (const char * value : { "0", "1", "auto", "" })
+  {
+    const ScopedVariable set("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", value);
+    const auto           o = itk::nlm::ReadOverrides();
+    EXPECT_EQ(o.Invalid, "") << value;
+    EXPECT_TRUE(o.BufferedWeightsShape.empty()) << value;
+    EXPECT_EQ(o.BufferedWeightsOff, std::string(value) == "0") << value;
+    EXPECT_EQ(o.BufferedWeightsForced, std::string(value) == "1") << value;
+  }
+  for (const char * junk : { "yes", "8,64", "8,64,12,1", "17,64,12", "8,1025,12", "8,64,1025", "8,0,12", "8,-1,12" })
+  {
+    const ScopedVariable set("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", junk);
+    const auto           o = itk::nlm::ReadOverrides();
+    EXPECT_NE(o.Invalid.find("CUDANONLOCALMEANS_BUFFERED_WEIGHTS is \"" + std::string(junk) + "\""), std::string::npos)
+      << o.Invalid;
+    EXPECT_NE(o.Invalid.find("warps,planes,pairs"), std::string::npos) << o.Invalid;
+    EXPECT_TRUE(o.BufferedWeightsShape.empty()) << junk;
+  }
+}
+
 TEST(NonLocalMeansOverrides, WhatTestsSetIsWhatTheLibraryUses)
 {
   const itk::nlm::Overrides saved = itk::nlm::GetOverrides();
