@@ -69,9 +69,10 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=4,8,2" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=8,16,1" --input "$work/g3.mha" --patch-size 7 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=4,16,1" --input "$work/s3.mha" --patch-size 13 --patch-distance 1 --h 0.1 --sigma 0.05
-  # The buffered-weights kernel (float64, 3D, patch 5 on from distance 3): chosen above (patch 5,
-  # distance 4; patch 7, distance 9); its march not unrolled (from patch 11), forced shapes with
-  # several blocks along axis 2, several units per warp and batches of one shift.
+  # The buffered-weights kernel (3D; float64 from patch 5 and distance 3, single precision from
+  # patch 7 and distance 5): chosen above (patch 5, distance 4; patch 7, distance 9); forced at
+  # patch 11 (16 warps), and forced shapes with several blocks along axis 2, several units per
+  # warp and batches of one shift.
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1" --input "$work/s3.mha" --patch-size 11 --patch-distance 2 --h 0.1 --sigma 0.05
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=16,8,5" --input "$work/g3.mha" --patch-size 9 --patch-distance 3 --h 0.1
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=2,4,1" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1

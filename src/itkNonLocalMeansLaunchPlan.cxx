@@ -69,7 +69,7 @@ constexpr int MostSharedRowsPatch = 21;
 constexpr int BufferedWeightsFromPatch = 5;
 constexpr int BufferedWeightsFromDistance = 3;
 // In single precision, where the column and shared-rows kernels are faster below (BENCHMARKS.md
-// "The march renamed, and where each shape wins").
+// "Row pointers, wider blocks, single precision").
 constexpr int SingleBufferedWeightsFromPatch = 7;
 constexpr int SingleBufferedWeightsFromDistance = 5;
 constexpr int BufferedWeightPairs = 12;
