@@ -83,9 +83,9 @@ Clamp(long long v, long long lo, long long hi)
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
-/** Whether a warp's unit i is a row of the plane's sums along axis 0: warp + i * NW < ROWS (the
- * warps whose last unit would be past the rows compute it again for row ROWS - 1, so that the
- * shuffles do not diverge, and do not store it). */
+/** Whether a warp's unit i is a row of the plane's sums along axis 0: warp + i * NW < ROWS. The
+ * same for every lane of a warp, so a warp skips a unit it does not have, shuffles included (only
+ * its last unit can be missing: a compile-time true for the others). */
 __device__ __forceinline__ bool
 HasUnit(int warp, int i)
 {
@@ -170,6 +170,10 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
     for (int i = 0; i < UNITS_PER_WARP; ++i)
     {
+      if (!HasUnit(warp, i))
+      {
+        continue;
+      }
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
@@ -196,6 +200,10 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
     for (int i = 0; i < UNITS_PER_WARP; ++i)
     {
+      if (!HasUnit(warp, i))
+      {
+        continue;
+      }
 #pragma unroll
       for (int v = 0; v < SP; ++v)
       {
@@ -222,6 +230,10 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
     for (int i = 0; i < UNITS_PER_WARP; ++i)
     {
+      if (!HasUnit(warp, i))
+      {
+        continue;
+      }
 #pragma unroll
       for (int v = 0; v < SP; ++v)
       {
@@ -231,10 +243,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         {
           a = a + __shfl_down_sync(0xffffffffu, d[i][v], j);
         }
-        if (HasUnit(warp, i))
-        {
-          buffer[v * ROWS * 32 + (warp + i * NW) * 32 + lane] = a;
-        }
+        buffer[v * ROWS * 32 + (warp + i * NW) * 32 + lane] = a;
       }
     }
     __syncthreads();

@@ -74,11 +74,10 @@ constexpr int SingleBufferedWeightsFromPatch = 7;
 constexpr int SingleBufferedWeightsFromDistance = 5;
 constexpr int BufferedWeightPairs = 12;
 constexpr int BufferedWeightWarps = 8;
-// From patch WideBufferedWeightsFromPatch on in float64, SingleWideBufferedWeightsFromPatch in single
-// precision, WideBufferedWeightWarps: twice the rows per plane share the s - 1 rows of the patch's
-// margin.
-constexpr int WideBufferedWeightsFromPatch = 9;
-constexpr int SingleWideBufferedWeightsFromPatch = 11;
+// From patch WideBufferedWeightsFromPatch on, WideBufferedWeightWarps: twice the rows per plane share
+// the s - 1 rows of the patch's margin. (At patch 9 in float64, 8 warps are 1.02x faster since the
+// warps skip the rows they do not have: BENCHMARKS.md "Warps skip the rows they do not have".)
+constexpr int WideBufferedWeightsFromPatch = 11;
 constexpr int WideBufferedWeightWarps = 16;
 constexpr int BufferedWeightPlanes = 64;
 // The most blocks of a launch along grid axes y and z (CUDA's limit).
@@ -384,14 +383,13 @@ BufferedWeightsPreferred(const KernelConfig & base, const Overrides & o)
 
 /** The buffered-weights kernel's configuration: {warps, planes, shift pairs per batch} as forced
  * (Overrides::BufferedWeightsShape), else BufferedWeightWarps (WideBufferedWeightWarps from patch
- * WideBufferedWeightsFromPatch, or SingleWideBufferedWeightsFromPatch, on: 1.14x to 1.34x faster
- * at patches 9 to 11 in float64, 1.08x to 1.1x at patches 11 and 13 in single precision, slower
- * below), BufferedWeightPlanes and BufferedWeightPairs. */
+ * WideBufferedWeightsFromPatch on: 1.39x faster at patch 11 and 1.38x at patch 13 in float64,
+ * 1.03x at patch 11 in single precision, slower below), BufferedWeightPlanes and
+ * BufferedWeightPairs. */
 KernelConfig
 BufferedWeightsConfiguration(KernelConfig base, const Overrides & o)
 {
-  const int        wideFrom = base.SinglePrecision ? SingleWideBufferedWeightsFromPatch : WideBufferedWeightsFromPatch;
-  const int        warps = base.PatchSize >= wideFrom ? WideBufferedWeightWarps : BufferedWeightWarps;
+  const int warps = base.PatchSize >= WideBufferedWeightsFromPatch ? WideBufferedWeightWarps : BufferedWeightWarps;
   std::vector<int> shape = { warps, BufferedWeightPlanes, BufferedWeightPairs };
   if (!o.BufferedWeightsShape.empty())
   {

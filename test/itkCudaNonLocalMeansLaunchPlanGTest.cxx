@@ -303,8 +303,8 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
 
 TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloat64)
 {
-  // Preferred for one channel in float64 from patch 5 and distance 3 on (8 warps per block, 16 from
-  // patch 9 on), in single precision from patch 7 and distance 5 on (16 warps from patch 11 on); not
+  // Preferred for one channel in float64 from patch 5 and distance 3 on, in single precision from
+  // patch 7 and distance 5 on (8 warps per block, 16 from patch 11 on in both); not
   // with channels, with a mask or a noise map, in 2D and 4D, or when switched off; forced with
   // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 or a shape wherever it can serve.
   const DeviceLimits h200 = RealDevices().back().Limits;
@@ -316,7 +316,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
         itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
       EXPECT_EQ(c.WeightBatch, 12) << c.Describe();
       EXPECT_EQ(c.Tile[0], 32 - (patch - 2)) << c.Describe();
-      EXPECT_EQ(c.Tile[1], patch >= 9 ? 16 : 8) << c.Describe();
+      EXPECT_EQ(c.Tile[1], patch >= 11 ? 16 : 8) << c.Describe();
       EXPECT_EQ(c.Tile[1] * 32, c.ThreadCount) << c.Describe();
       EXPECT_EQ(c.Tile[2], 64) << c.Describe();
       EXPECT_FALSE(c.SharedRows || c.Rows > 0) << c.Describe();
