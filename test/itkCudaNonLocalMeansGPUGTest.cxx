@@ -602,8 +602,8 @@ TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
     { "p3 d4 forced", 3, 4, "1" },
     { "p5 d1 forced", 5, 1, "1" },
     { "p13 d2 forced", 13, 2, "1" },
-    // Forced shapes (warps, planes, pairs): several blocks along axis 2 and units per warp, the
-    // march unrolled (patch up to 9) and not (from patch 11).
+    // Forced shapes (warps, planes, pairs): several blocks along axis 2 and units per warp, 16
+    // warps, and warps that skip their last unit (16,8,5 at patch 11 and 4,4,3 at patch 5).
     { "p11 d3 shape 16,8,5", 11, 3, "16,8,5" },
     { "p5 d4 shape 4,4,3", 5, 4, "4,4,3" },
     { "p9 d2 shape 2,16,40", 9, 2, "2,16,40" },
