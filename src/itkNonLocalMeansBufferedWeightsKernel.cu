@@ -60,6 +60,7 @@ constexpr int BUFFER = SP * ROWS * 32;                     // one buffer: both s
 constexpr int GATHER_X = itk::nlm::BufferedGatherBlock[0]; // gather block: 32 x 8 threads,
 constexpr int GATHER_Y = itk::nlm::BufferedGatherBlock[1]; // GATHER_Z voxels each
 constexpr int GATHER_Z = itk::nlm::BufferedGatherBlock[2];
+constexpr int GATHER_ROWS = 8; // rows of gather blocks per group (GatherBlock)
 static_assert(DIM == 3 && WIN0 >= 2 && WIN1 >= 2 && WIN2 >= 2,
               "the buffered-weights kernel is for 3D, patch size >= 3");
 static_assert(!NLM_NOISE_MAP, "the buffered-weights kernel takes no noise map (the planner picks the tiled kernel)");
@@ -101,6 +102,21 @@ NextPlaneStep(int z, int lo, int hi)
 }
 } // namespace
 
+/** The weights pass's block: its pair of the batch, its tile along axes 0 and 1 and its block of
+ * planes along axis 2, for the launch's block of the grid (tiles, blocks along axis 2, pairs). The
+ * pairs run fastest, so that the blocks of a tile's pairs, which read the same cells Y(y) and nearly
+ * the same Y(y + t), run at the same time (L2 hits). */
+__device__ __forceinline__ void
+WeightsBlock(int & pair, long long & tile, long long & zBlock)
+{
+  // In 32 bits: a batch's weights pass has fewer than 2^32 blocks (its weights fit in device memory).
+  const unsigned launch = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned rest = launch / gridDim.z;
+  pair = static_cast<int>(launch % gridDim.z);
+  tile = rest % gridDim.x;
+  zBlock = rest / gridDim.x;
+}
+
 /** The weights pass: grid (weightTiles[0] * weightTiles[1], weightTiles[2], pairs). */
 extern "C" __global__ void
 __launch_bounds__(NT, NLM_MINBLOCKS)
@@ -109,8 +125,10 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   (void)out;
   extern __shared__ double sharedRaw[];
   Real *                   sums = reinterpret_cast<Real *>(sharedRaw); // two buffers of BUFFER
-  const int                pair = blockIdx.z;
-  int                      t0, t1, t2;
+  int                      pair;
+  long long                tile, zBlock;
+  WeightsBlock(pair, tile, zBlock);
+  int t0, t1, t2;
   PairShifts(p.firstPair + pair, t0, t1, t2);
   const bool second = t0 + 1 <= PD; // whether the pair has a second shift
   const int  t0b = second ? t0 + 1 : t0;
@@ -119,12 +137,12 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   const long long n0 = p.outSize[0], n1 = p.outSize[1], n2 = p.outSize[2];
   const long long lo0 = -t0b, lo1 = -max(t1, 0), lo2 = -max(t2, 0);
   const long long e0 = n0 + t0b, e1 = n1 + Iabs(t1), e2 = n2 + Iabs(t2);
-  const long long tx = blockIdx.x % p.weightTiles[0], ty = blockIdx.x / p.weightTiles[0];
-  if (tx * T0 >= e0 || ty * T1 >= e1 || static_cast<long long>(blockIdx.y) * ZC >= e2)
+  const long long tx = tile % p.weightTiles[0], ty = tile / p.weightTiles[0];
+  if (tx * T0 >= e0 || ty * T1 >= e1 || zBlock * ZC >= e2)
   {
     return;
   }
-  const long long cb0 = lo0 + tx * T0, cb1 = lo1 + ty * T1, cb2 = lo2 + static_cast<long long>(blockIdx.y) * ZC;
+  const long long cb0 = lo0 + tx * T0, cb1 = lo1 + ty * T1, cb2 = lo2 + zBlock * ZC;
   const int       lane = threadIdx.x % 32;
   const int       warp = threadIdx.x / 32;
   const long long fx = p.ySize[0], fxy = p.ySize[0] * p.ySize[1];
@@ -147,7 +165,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
                   Clamp(zFirst, zLo, zHi) * fxy) *
                    K;
   }
-  const int planes = static_cast<int>(min(static_cast<long long>(ZC), e2 - blockIdx.y * ZC)) + EXT2;
+  const int planes = static_cast<int>(min(static_cast<long long>(ZC), e2 - zBlock * ZC)) + EXT2;
 
   // Where this thread's weights go (the pointer steps one plane of weights per stored plane), and
   // whether they are inside their shift's region.
@@ -289,15 +307,37 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   }
 }
 
-/** The gather: grid (ceil(n0 / 32), ceil(n1 / 8), ceil(n2 / 4)) of 32 x 8 threads. */
+/** The gather's block of voxels (bx, by, bz), in blocks of GATHER_X x GATHER_Y x GATHER_Z voxels, for
+ * the launch's block: the blocks run in groups of GATHER_ROWS rows of blocks along axis 1, each group
+ * plane by plane along axis 2 (axis 0 fastest), so that the blocks running at a time cover a compact
+ * part of the region and the weights w(x - t, t) that a block reads are mostly those that its
+ * neighbors along axes 1 and 2 have just read (L2 hits). The order of the blocks does not change
+ * any sum: every voxel is one thread's. */
+__device__ __forceinline__ void
+GatherBlock(long long & bx, long long & by, long long & bz)
+{
+  // In 32 bits: a slab's gather has fewer than 2^32 blocks (its accumulators fit in device memory).
+  const unsigned gy = gridDim.y, gz = gridDim.z;
+  const unsigned r = blockIdx.y + gy * blockIdx.z;          // the launch's row of blocks, in [0, gy * gz)
+  const unsigned y0 = r / (GATHER_ROWS * gz) * GATHER_ROWS; // its group's first row along axis 1
+  const unsigned rows = min(static_cast<unsigned>(GATHER_ROWS), gy - y0);
+  const unsigned within = r - y0 * gz;
+  bx = blockIdx.x;
+  by = y0 + within % rows;
+  bz = within / rows;
+}
+
+/** The gather: grid (ceil(n0 / 32), ceil(n1 / 8), ceil(n2 / 4)) of 32 x 8 threads (GatherBlock). */
 extern "C" __global__ void
 __launch_bounds__(GATHER_X * GATHER_Y)
   nlm_gather(const Real * __restrict__ Y, TOut * __restrict__ out, itk::nlm::FastKernelParameters p)
 {
+  long long bx, by, bz;
+  GatherBlock(bx, by, bz);
   const long long n0 = p.outSize[0], n1 = p.outSize[1], n2 = p.outSize[2];
-  const long long x0 = static_cast<long long>(blockIdx.x) * GATHER_X + threadIdx.x;
-  const long long x1 = static_cast<long long>(blockIdx.y) * GATHER_Y + threadIdx.y;
-  const long long x2 = static_cast<long long>(blockIdx.z) * GATHER_Z;
+  const long long x0 = bx * GATHER_X + threadIdx.x;
+  const long long x1 = by * GATHER_Y + threadIdx.y;
+  const long long x2 = bz * GATHER_Z;
   if (x0 >= n0 || x1 >= n1)
   {
     return;
@@ -307,53 +347,78 @@ __launch_bounds__(GATHER_X * GATHER_Y)
   const long long slot = w01 * p.weightSize[2];
   const long long voxels = n0 * n1 * n2;
   Real *          acc = reinterpret_cast<Real *>(p.accumulators); // W, then R_k, each over the voxels
-  const auto *    weights = reinterpret_cast<const WeightStore *>(p.weights);
-  // This thread's voxels (those beyond the region repeat its last plane and are not stored).
-  long long voxel[GATHER_Z], cell[GATHER_Z], weight[GATHER_Z];
-  Real      ws[GATHER_Z], rs[GATHER_Z][K];
+  // This thread's voxels: plane x2 + q along axis 2 (those beyond the region repeat its last plane
+  // and are not stored), at these offsets from its first voxel's weight and cell.
+  const long long     voxel = x0 + n0 * (x1 + n1 * x2);
+  const WeightStore * weight =
+    reinterpret_cast<const WeightStore *>(p.weights) + (x0 + PD) + (x1 + PD) * w0 + (x2 + PD) * w01;
+  const Real * cell = Y + ((x0 + E) + (x1 + E) * fx + (x2 + E) * fxy) * K;
+  long long    planeOffset[GATHER_Z];
+  Real         ws[GATHER_Z], rs[GATHER_Z][K];
 #pragma unroll
   for (int q = 0; q < GATHER_Z; ++q)
   {
-    const long long z = min(x2 + q, n2 - 1);
-    voxel[q] = x0 + n0 * (x1 + n1 * z);
-    cell[q] = ((x0 + E) + (x1 + E) * fx + (z + E) * fxy) * K;
-    weight[q] = (x0 + PD) + (x1 + PD) * w0 + (z + PD) * w01;
-    ws[q] = p.firstBatch ? 0 : acc[voxel[q]];
+    planeOffset[q] = min(static_cast<long long>(q), n2 - 1 - x2);
+    ws[q] = p.firstBatch ? 0 : acc[voxel + planeOffset[q] * n0 * n1];
 #pragma unroll
     for (int k = 0; k < K; ++k)
     {
-      rs[q][k] = p.firstBatch ? 0 : acc[(1 + k) * voxels + voxel[q]];
+      rs[q][k] = p.firstBatch ? 0 : acc[(1 + k) * voxels + voxel + planeOffset[q] * n0 * n1];
     }
   }
+  // A pair at a time: the loads of both shifts are issued before their terms are added (the gather
+  // waits on device memory). A pair with one shift loads its first shift twice and adds it once.
 #pragma unroll 1
-  for (long long i = 0; i < 2 * p.pairs; ++i)
+  for (long long j = 0; j < p.pairs; ++j)
   {
     int t0, t1, t2;
-    PairShifts(p.firstPair + i / 2, t0, t1, t2);
-    t0 += static_cast<int>(i % 2);
-    if (t0 > PD)
-    {
-      continue; // the pair has one shift
-    }
-    // Contract 2.5: the target term first when t is lexicographically positive.
-    const bool      targetFirst = itk::nlm::IsLexicographicallyPositive(t0, t1, t2, 0);
-    const long long tY = (t0 + t1 * fx + t2 * fxy) * K;
-    const long long tW = t0 + t1 * w0 + t2 * w01;
-    const long long off1 = targetFirst ? -tY : tY;
-    const auto *    w = weights + i * slot;
+    PairShifts(p.firstPair + j, t0, t1, t2);
+    const bool second = t0 + 1 <= PD;
+    Real       w1[SP][GATHER_Z], w2[SP][GATHER_Z], y1[SP][GATHER_Z][K], y2[SP][GATHER_Z][K];
 #pragma unroll
-    for (int q = 0; q < GATHER_Z; ++q)
+    for (int v = 0; v < SP; ++v)
     {
-      const Real   wc = Unpack(w[weight[q]]);
-      const Real   wt = Unpack(w[weight[q] - tW]);
-      const Real   w1 = targetFirst ? wt : wc;
-      const Real   w2 = targetFirst ? wc : wt;
-      const Real * y = Y + cell[q];
-      ws[q] = (ws[q] + w1) + w2;
+      const int s0 = t0 + ((v == 1 && second) ? 1 : 0);
+      // Contract 2.5: the target term first when t is lexicographically positive. The first term's
+      // weight and value: w(x - t, t) and Y(x - t), or w(x, t) and Y(x + t); the second the other.
+      const bool          targetFirst = itk::nlm::IsLexicographicallyPositive(s0, t1, t2, 0);
+      const long long     tY = (s0 + t1 * fx + t2 * fxy) * K;
+      const long long     tW = s0 + t1 * w0 + t2 * w01;
+      const WeightStore * w = weight + (2 * j + s0 - t0) * slot;
+      const WeightStore * firstW = targetFirst ? w - tW : w;
+      const WeightStore * secondW = targetFirst ? w : w - tW;
+      const Real *        firstY = cell + (targetFirst ? -tY : tY);
+      const Real *        secondY = cell + (targetFirst ? tY : -tY);
 #pragma unroll
-      for (int k = 0; k < K; ++k)
+      for (int q = 0; q < GATHER_Z; ++q)
       {
-        rs[q][k] = (rs[q][k] + w1 * Value(y[off1 + k])) + w2 * Value(y[-off1 + k]);
+        const long long qW = planeOffset[q] * w01, qY = planeOffset[q] * fxy * K;
+        w1[v][q] = Unpack(firstW[qW]);
+        w2[v][q] = Unpack(secondW[qW]);
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+        {
+          y1[v][q][k] = Value(firstY[qY + k]);
+          y2[v][q][k] = Value(secondY[qY + k]);
+        }
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < SP; ++v)
+    {
+      if (v == 1 && !second)
+      {
+        break;
+      }
+#pragma unroll
+      for (int q = 0; q < GATHER_Z; ++q)
+      {
+        ws[q] = (ws[q] + w1[v][q]) + w2[v][q];
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+        {
+          rs[q][k] = (rs[q][k] + w1[v][q] * y1[v][q][k]) + w2[v][q] * y2[v][q][k];
+        }
       }
     }
   }
@@ -364,21 +429,22 @@ __launch_bounds__(GATHER_X * GATHER_Y)
     {
       continue;
     }
+    const long long v = voxel + q * n0 * n1;
     if (p.lastBatch)
     {
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
-        out[voxel[q] * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[q][k], ws[q], p.bias)));
+        out[v * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[q][k], ws[q], p.bias)));
       }
     }
     else
     {
-      acc[voxel[q]] = ws[q];
+      acc[v] = ws[q];
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
-        acc[(1 + k) * voxels + voxel[q]] = rs[q][k];
+        acc[(1 + k) * voxels + v] = rs[q][k];
       }
     }
   }

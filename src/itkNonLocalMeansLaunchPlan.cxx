@@ -80,6 +80,16 @@ constexpr int BufferedWeightWarps = 8;
 constexpr int WideBufferedWeightsFromPatch = 11;
 constexpr int WideBufferedWeightWarps = 16;
 constexpr int BufferedWeightPlanes = 64;
+// Resident threads per SM the weights pass's registers are budgeted for (__launch_bounds__ through
+// KernelConfig::MinBlocks): 1024 (64 registers) in single precision and in float64 up to patch
+// BufferedWeightsLeanUpToPatch; 768 (85 registers, where 64 spill) above in float64 with up to
+// BufferedWeightWarps; one block with more warps. At 256^3 in float64, 4 blocks of 8 warps instead
+// of 2 are 1.12x faster at patch 7 / distance 11, 3 blocks 1.08x at patch 9 / distance 5 (4 spill:
+// 1.05x slower); 2 blocks of 16 warps are 1.08x slower at patch 11 in float64 and 1.14x faster in
+// single precision (BENCHMARKS.md "The gather's loads in flight, the weights pass's occupancy").
+constexpr int BufferedWeightsLeanUpToPatch = 7;
+constexpr int BufferedWeightsLeanThreads = 1024;
+constexpr int BufferedWeightsWideThreads = 768;
 // The most blocks of a launch along grid axes y and z (CUDA's limit).
 constexpr long long MostGridBlocksYZ = 65535;
 // Offsets inside one block's footprint above this need 64-bit indices.
@@ -381,6 +391,17 @@ BufferedWeightsPreferred(const KernelConfig & base, const Overrides & o)
          (base.Components == 1 && base.PatchSize >= fromPatch && base.PatchDistance >= fromDistance);
 }
 
+/** The blocks per SM that the buffered-weights kernel's weights pass budgets its registers for
+ * (BufferedWeightsLeanThreads and BufferedWeightsWideThreads). */
+int
+BufferedWeightsMinBlocks(const KernelConfig & c)
+{
+  const bool lean = c.SinglePrecision || c.PatchSize <= BufferedWeightsLeanUpToPatch;
+  const bool wide = !c.SinglePrecision && c.ThreadCount > 32 * BufferedWeightWarps;
+  const int  threads = wide ? c.ThreadCount : (lean ? BufferedWeightsLeanThreads : BufferedWeightsWideThreads);
+  return std::max(1, threads / c.ThreadCount);
+}
+
 /** The buffered-weights kernel's configuration: {warps, planes, shift pairs per batch} as forced
  * (Overrides::BufferedWeightsShape), else BufferedWeightWarps (WideBufferedWeightWarps from patch
  * WideBufferedWeightsFromPatch on: 1.39x faster at patch 11 and 1.38x at patch 13 in float64,
@@ -402,7 +423,7 @@ BufferedWeightsConfiguration(KernelConfig base, const Overrides & o)
   base.Tile[3] = 1;
   base.ThreadCount = 32 * shape[0];
   base.ZSegments = 1;
-  base.MinBlocks = 1;
+  base.MinBlocks = BufferedWeightsMinBlocks(base);
   return base;
 }
 

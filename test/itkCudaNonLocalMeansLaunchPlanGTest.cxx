@@ -304,7 +304,8 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
 TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloat64)
 {
   // Preferred for one channel in float64 from patch 5 and distance 3 on, in single precision from
-  // patch 7 and distance 5 on (8 warps per block, 16 from patch 11 on in both); not
+  // patch 7 and distance 5 on (8 warps per block, 16 from patch 11 on in both; registers budgeted
+  // for 1024 resident threads, in float64 768 at patches 9 and 10 and one block of 16 warps); not
   // with channels, with a mask or a noise map, in 2D and 4D, or when switched off; forced with
   // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 or a shape wherever it can serve.
   const DeviceLimits h200 = RealDevices().back().Limits;
@@ -318,6 +319,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
       EXPECT_EQ(c.Tile[0], 32 - (patch - 2)) << c.Describe();
       EXPECT_EQ(c.Tile[1], patch >= 11 ? 16 : 8) << c.Describe();
       EXPECT_EQ(c.Tile[1] * 32, c.ThreadCount) << c.Describe();
+      EXPECT_EQ(c.MinBlocks, patch >= 11 ? 1 : (patch <= 7 ? 4 : 3)) << c.Describe();
       EXPECT_EQ(c.Tile[2], 64) << c.Describe();
       EXPECT_FALSE(c.SharedRows || c.Rows > 0) << c.Describe();
       EXPECT_LE(c.SharedBytes(), 48u * 1024u) << "no opt-in needed: " << c.Describe();
@@ -348,6 +350,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
     const KernelConfig c = itk::nlm::ChooseConfiguration(q, h200, Overrides{});
     EXPECT_EQ(c.WeightBatch, 12) << "single precision: " << c.Describe();
     EXPECT_EQ(c.Tile[1], patch >= 11 ? 16 : 8) << "single precision: " << c.Describe();
+    EXPECT_EQ(c.MinBlocks, patch >= 11 ? 2 : 4) << "single precision: " << c.Describe();
   }
   Problem                         masked = MakeProblem(3, { 64, 48, 40 }, 7, 11);
   const std::vector<std::uint8_t> mask(64 * 48 * 40, 1);
@@ -370,6 +373,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   EXPECT_EQ(sc.Tile[1], 16) << sc.Describe();
   EXPECT_EQ(sc.Tile[2], 32) << sc.Describe();
   EXPECT_EQ(sc.ThreadCount, 512) << sc.Describe();
+  EXPECT_EQ(sc.MinBlocks, 1) << "float64, 16 warps: one block: " << sc.Describe();
   EXPECT_EQ(itk::nlm::ChooseConfiguration(masked, h200, shaped).WeightBatch, 0) << "a shape cannot serve a mask";
   // The slab's buffers: the weights of a batch (2 * 12 slots of the output extended by the distance
   // on each side, 4 bytes each) and the accumulators (W and R per voxel, 8 bytes each), counted in
