@@ -58,19 +58,20 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "CUDANONLOCALMEANS_COLUMN_FOOTPRINT=global" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=0" --input "$work/c3.mha" --patch-size 5 --patch-distance 8 --h 0.1
   # The shared-rows kernel: chosen (patch 7, distance 9; an image smaller than the padding; patch 5,
-  # distance 4, its march unrolled; single precision at patch 7, distance 3), forced shapes with
+  # distance 4, its march unrolled; single precision at patch 7, distance 3, with the buffered-weights
+  # kernel off), forced shapes with
   # channels and with several blocks per SM, the shapes the planner chooses up to patch 11 (8,16,1)
   # and from patch 13 on (4,16,1). Racecheck does
   # not finish the chosen patch 7 case's 3610 shifts in 150 s on an H200, so it races the same shape
   # at distance 2.
   [ "$tool" = racecheck ] || run $tool "" --input "$work/s3.mha" --patch-size 7 --patch-distance 9 --h 0.1 --sigma 0.05
   run $tool "" --input "$work/g3.mha" --patch-size 5 --patch-distance 4 --h 0.1
-  run $tool "" --input "$work/g3.mha" --patch-size 7 --patch-distance 3 --h 0.1 --single-precision
+  run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=0" --input "$work/g3.mha" --patch-size 7 --patch-distance 3 --h 0.1 --single-precision
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=4,8,2" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=8,16,1" --input "$work/g3.mha" --patch-size 7 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=4,16,1" --input "$work/s3.mha" --patch-size 13 --patch-distance 1 --h 0.1 --sigma 0.05
   # The buffered-weights kernel (3D; float64 from patch 5 and distance 3, single precision from
-  # patch 7 and distance 5): chosen above (patch 5, distance 4; patch 7, distance 9); forced at
+  # patch 7 and distance 3): chosen above (patch 5, distance 4; patch 7, distance 9); forced at
   # patch 11 (16 warps), and forced shapes with several blocks along axis 2, several units per
   # warp and batches of one shift; chosen at patch 9 / distance 4 (registers for 3 blocks, pairs
   # of one shift) and in single precision at patch 11 (2 blocks of 16 warps).

@@ -68,10 +68,11 @@ constexpr int MostSharedRowsPatch = 21;
 // and its shape: shift pairs per batch, warps and planes per block of the weights pass.
 constexpr int BufferedWeightsFromPatch = 5;
 constexpr int BufferedWeightsFromDistance = 3;
-// In single precision, where the column and shared-rows kernels are faster below (BENCHMARKS.md
-// "Row pointers, wider blocks, single precision").
+// In single precision from patch 7, where the column kernel is faster below (1.25x at patch 5 /
+// distance 5); 2.1x to 2.3x faster than the shared-rows kernel at patches 7 and 9, distances 3 and
+// 4 (BENCHMARKS.md "The gather's loads in flight, the weights pass's occupancy").
 constexpr int SingleBufferedWeightsFromPatch = 7;
-constexpr int SingleBufferedWeightsFromDistance = 5;
+constexpr int SingleBufferedWeightsFromDistance = 3;
 constexpr int BufferedWeightPairs = 12;
 constexpr int BufferedWeightWarps = 8;
 // From patch WideBufferedWeightsFromPatch on, WideBufferedWeightWarps: twice the rows per plane share
@@ -374,14 +375,13 @@ BufferedWeightsServe(const Problem & p, const KernelConfig & base, const Overrid
 /** Whether the planner prefers the buffered-weights kernel where it can serve: one channel in
  * float64 from patch BufferedWeightsFromPatch and distance BufferedWeightsFromDistance on, in single
  * precision from SingleBufferedWeightsFromPatch and SingleBufferedWeightsFromDistance on (1.38x to
- * 2.15x faster than the shared-rows and tiled kernels at patches 7 to 13, distances 5 and 11; the
- * column kernel is 1.7x faster at patch 5), or everywhere when CUDANONLOCALMEANS_BUFFERED_WEIGHTS
- * is 1 or a shape. Measured on an H200 at 256^3 (BENCHMARKS.md
- * "Every weight once: the buffered-weights kernel"): it computes every weight once where the
- * shared-rows kernel computes both weights of a pair, 1.27x (patch 5 / distance 11) to 1.66x
- * (patch 7 / distance 11) faster than it and 1.30x to 1.66x at distance 3; 1.33x to 1.93x faster
- * than the tiled and shared-rows kernels at patches 9 and 11; at patch 3 the column kernel is 1.8x
- * faster. */
+ * 2.15x faster than the shared-rows and tiled kernels at patches 7 to 13, distances 5 and 11, 2.1x
+ * to 2.3x at distances 3 and 4; the column kernel is 1.25x faster at patch 5 / distance 5), or everywhere when
+ * CUDANONLOCALMEANS_BUFFERED_WEIGHTS is 1 or a shape. Measured on an H200 at 256^3 (BENCHMARKS.md "Every weight once:
+ * the buffered-weights kernel"): it computes every weight once where the shared-rows kernel computes both weights of a
+ * pair, 1.27x (patch 5 / distance 11) to 1.66x (patch 7 / distance 11) faster than it and 1.30x to 1.66x at distance
+ * 3; 1.33x to 1.93x faster than the tiled and shared-rows kernels at patches 9 and 11; at patch 3 the column kernel
+ * is 1.8x faster. */
 bool
 BufferedWeightsPreferred(const KernelConfig & base, const Overrides & o)
 {

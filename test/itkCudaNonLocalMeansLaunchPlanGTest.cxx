@@ -304,7 +304,7 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
 TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloat64)
 {
   // Preferred for one channel in float64 from patch 5 and distance 3 on, in single precision from
-  // patch 7 and distance 5 on (8 warps per block, 16 from patch 11 on in both; registers budgeted
+  // patch 7 and distance 3 on (8 warps per block, 16 from patch 11 on in both; registers budgeted
   // for 1024 resident threads, in float64 768 at patches 9 and 10 and one block of 16 warps); not
   // with channels, with a mask or a noise map, in 2D and 4D, or when switched off; forced with
   // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 or a shape wherever it can serve.
@@ -336,16 +336,16 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   Problem single = MakeProblem(3, { 64, 48, 40 }, 7, 11);
   single.SinglePrecision = true;
   EXPECT_EQ(itk::nlm::ChooseConfiguration(single, h200, Overrides{}).WeightBatch, 12) << "single precision";
-  for (const auto & [patch, distance] : std::vector<std::pair<int, int>>{ { 5, 11 }, { 7, 4 }, { 11, 3 } })
+  for (const auto & [patch, distance] : std::vector<std::pair<int, int>>{ { 5, 11 }, { 5, 3 }, { 3, 5 } })
   {
     Problem q = MakeProblem(3, { 64, 48, 40 }, patch, distance);
     q.SinglePrecision = true;
     EXPECT_EQ(itk::nlm::ChooseConfiguration(q, h200, Overrides{}).WeightBatch, 0)
       << "single precision, patch " << patch << ", distance " << distance;
   }
-  for (int patch : { 7, 9, 13, 21 })
+  for (const auto & [patch, distance] : std::vector<std::pair<int, int>>{ { 7, 3 }, { 9, 4 }, { 13, 5 }, { 21, 5 } })
   {
-    Problem q = MakeProblem(3, { 64, 48, 40 }, patch, 5);
+    Problem q = MakeProblem(3, { 64, 48, 40 }, patch, distance);
     q.SinglePrecision = true;
     const KernelConfig c = itk::nlm::ChooseConfiguration(q, h200, Overrides{});
     EXPECT_EQ(c.WeightBatch, 12) << "single precision: " << c.Describe();
