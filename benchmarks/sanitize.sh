@@ -66,7 +66,8 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   # at distance 2.
   [ "$tool" = racecheck ] || run $tool "" --input "$work/s3.mha" --patch-size 7 --patch-distance 9 --h 0.1 --sigma 0.05
   run $tool "" --input "$work/g3.mha" --patch-size 5 --patch-distance 4 --h 0.1
-  run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=0" --input "$work/g3.mha" --patch-size 7 --patch-distance 3 --h 0.1 --single-precision
+  run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=0" --input "$work/g3.mha" --patch-size 7 --patch-distance 3 --h 0.1 \
+    --single-precision
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=4,8,2" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=8,16,1" --input "$work/g3.mha" --patch-size 7 --patch-distance 2 --h 0.1
   run $tool "CUDANONLOCALMEANS_SHARED_ROWS=4,16,1" --input "$work/s3.mha" --patch-size 13 --patch-distance 1 --h 0.1 --sigma 0.05

@@ -109,9 +109,10 @@ NextPlaneStep(int z, int lo, int hi)
 __device__ __forceinline__ void
 WeightsBlock(int & pair, long long & tile, long long & zBlock)
 {
-  // In 32 bits: a batch's weights pass has fewer than 2^32 blocks (its weights fit in device memory).
-  const unsigned launch = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  const unsigned rest = launch / gridDim.z;
+  const unsigned long long launch =
+    blockIdx.x +
+    static_cast<unsigned long long>(gridDim.x) * (blockIdx.y + static_cast<unsigned long long>(gridDim.y) * blockIdx.z);
+  const unsigned long long rest = launch / gridDim.z;
   pair = static_cast<int>(launch % gridDim.z);
   tile = rest % gridDim.x;
   zBlock = rest / gridDim.x;

@@ -82,15 +82,21 @@ constexpr int WideBufferedWeightsFromPatch = 11;
 constexpr int WideBufferedWeightWarps = 16;
 constexpr int BufferedWeightPlanes = 64;
 // Resident threads per SM the weights pass's registers are budgeted for (__launch_bounds__ through
-// KernelConfig::MinBlocks): 1024 (64 registers) in single precision and in float64 up to patch
-// BufferedWeightsLeanUpToPatch; 768 (85 registers, where 64 spill) above in float64 with up to
-// BufferedWeightWarps; one block with more warps. At 256^3 in float64, 4 blocks of 8 warps instead
-// of 2 are 1.12x faster at patch 7 / distance 11, 3 blocks 1.08x at patch 9 / distance 5 (4 spill:
-// 1.05x slower); 2 blocks of 16 warps are 1.08x slower at patch 11 in float64 and 1.14x faster in
-// single precision (BENCHMARKS.md "The gather's loads in flight, the weights pass's occupancy").
+// KernelConfig::MinBlocks), where measured (up to patch BufferedWeightsBudgetUpToPatch, blocks of at
+// most BufferedWeightWarps in float64): 1024 (64 registers) in single precision and in float64 up to
+// patch BufferedWeightsLeanUpToPatch, 768 (80 registers; 64 spill) in float64 up to patch
+// BufferedWeightsWideUpToPatch; elsewhere one block. At 256^3 in float64, 4 blocks of 8 warps
+// instead of 2 are 1.12x faster at patch 7 / distance 11, 3 blocks 1.08x at patch 9 / distance 5 (4
+// spill: 1.05x slower); 2 blocks of 16 warps are 1.08x slower at patch 11 in float64 and 1.14x
+// faster at patches 11 and 13 in single precision (BENCHMARKS.md "The gather's loads in flight, the
+// weights pass's occupancy").
+constexpr int BufferedWeightsBudgetUpToPatch = 13;
 constexpr int BufferedWeightsLeanUpToPatch = 7;
+constexpr int BufferedWeightsWideUpToPatch = 9;
 constexpr int BufferedWeightsLeanThreads = 1024;
 constexpr int BufferedWeightsWideThreads = 768;
+// The most blocks per SM a budget asks for (the fewest any supported GPU keeps resident).
+constexpr int MostBudgetedBlocks = 16;
 // The most blocks of a launch along grid axes y and z (CUDA's limit).
 constexpr long long MostGridBlocksYZ = 65535;
 // Offsets inside one block's footprint above this need 64-bit indices.
@@ -392,23 +398,39 @@ BufferedWeightsPreferred(const KernelConfig & base, const Overrides & o)
 }
 
 /** The blocks per SM that the buffered-weights kernel's weights pass budgets its registers for
- * (BufferedWeightsLeanThreads and BufferedWeightsWideThreads). */
+ * (BufferedWeightsLeanThreads and BufferedWeightsWideThreads), as many as shared memory holds. */
 int
-BufferedWeightsMinBlocks(const KernelConfig & c)
+BufferedWeightsMinBlocks(const KernelConfig & c, const DeviceLimits & limits)
 {
-  const bool lean = c.SinglePrecision || c.PatchSize <= BufferedWeightsLeanUpToPatch;
-  const bool wide = !c.SinglePrecision && c.ThreadCount > 32 * BufferedWeightWarps;
-  const int  threads = wide ? c.ThreadCount : (lean ? BufferedWeightsLeanThreads : BufferedWeightsWideThreads);
-  return std::max(1, threads / c.ThreadCount);
+  int threads = c.ThreadCount; // one block: no budget
+  if (c.PatchSize <= BufferedWeightsBudgetUpToPatch && (c.SinglePrecision || c.ThreadCount <= 32 * BufferedWeightWarps))
+  {
+    if (c.SinglePrecision || c.PatchSize <= BufferedWeightsLeanUpToPatch)
+    {
+      threads = BufferedWeightsLeanThreads;
+    }
+    else if (c.PatchSize <= BufferedWeightsWideUpToPatch)
+    {
+      threads = BufferedWeightsWideThreads;
+    }
+  }
+  int               blocks = std::min(MostBudgetedBlocks, std::max(1, threads / c.ThreadCount));
+  const std::size_t shared = c.SharedBytes() + SharedReservedPerBlock;
+  while (blocks > 1 &&
+         static_cast<std::size_t>(blocks) * shared > static_cast<std::size_t>(limits.SharedPerMultiprocessor))
+  {
+    --blocks;
+  }
+  return blocks;
 }
 
 /** The buffered-weights kernel's configuration: {warps, planes, shift pairs per batch} as forced
  * (Overrides::BufferedWeightsShape), else BufferedWeightWarps (WideBufferedWeightWarps from patch
  * WideBufferedWeightsFromPatch on: 1.39x faster at patch 11 and 1.38x at patch 13 in float64,
  * 1.03x at patch 11 in single precision, slower below), BufferedWeightPlanes and
- * BufferedWeightPairs. */
+ * BufferedWeightPairs; its registers budgeted by BufferedWeightsMinBlocks. */
 KernelConfig
-BufferedWeightsConfiguration(KernelConfig base, const Overrides & o)
+BufferedWeightsConfiguration(KernelConfig base, const DeviceLimits & limits, const Overrides & o)
 {
   const int warps = base.PatchSize >= WideBufferedWeightsFromPatch ? WideBufferedWeightWarps : BufferedWeightWarps;
   std::vector<int> shape = { warps, BufferedWeightPlanes, BufferedWeightPairs };
@@ -423,7 +445,7 @@ BufferedWeightsConfiguration(KernelConfig base, const Overrides & o)
   base.Tile[3] = 1;
   base.ThreadCount = 32 * shape[0];
   base.ZSegments = 1;
-  base.MinBlocks = BufferedWeightsMinBlocks(base);
+  base.MinBlocks = BufferedWeightsMinBlocks(base, limits);
   return base;
 }
 
@@ -906,7 +928,7 @@ ChooseConfiguration(const Problem &         p,
   {
     return rows; // forced
   }
-  const KernelConfig buffered = BufferedWeightsConfiguration(base, o);
+  const KernelConfig buffered = BufferedWeightsConfiguration(base, limits, o);
   if (BufferedWeightsServe(p, base, o) && BufferedWeightsPreferred(base, o) &&
       buffered.SharedBytes() <= static_cast<std::size_t>(limits.SharedPerBlockOptIn))
   {

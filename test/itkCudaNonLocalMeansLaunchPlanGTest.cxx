@@ -305,7 +305,8 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
 {
   // Preferred for one channel in float64 from patch 5 and distance 3 on, in single precision from
   // patch 7 and distance 3 on (8 warps per block, 16 from patch 11 on in both; registers budgeted
-  // for 1024 resident threads, in float64 768 at patches 9 and 10 and one block of 16 warps); not
+  // for 1024 resident threads, in float64 768 at patches 8 and 9, one block of 16 warps in float64
+  // and beyond patch 13); not
   // with channels, with a mask or a noise map, in 2D and 4D, or when switched off; forced with
   // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 or a shape wherever it can serve.
   const DeviceLimits h200 = RealDevices().back().Limits;
@@ -319,7 +320,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
       EXPECT_EQ(c.Tile[0], 32 - (patch - 2)) << c.Describe();
       EXPECT_EQ(c.Tile[1], patch >= 11 ? 16 : 8) << c.Describe();
       EXPECT_EQ(c.Tile[1] * 32, c.ThreadCount) << c.Describe();
-      EXPECT_EQ(c.MinBlocks, patch >= 11 ? 1 : (patch <= 7 ? 4 : 3)) << c.Describe();
+      EXPECT_EQ(c.MinBlocks, patch <= 7 ? 4 : (patch <= 9 ? 3 : 1)) << c.Describe();
       EXPECT_EQ(c.Tile[2], 64) << c.Describe();
       EXPECT_FALSE(c.SharedRows || c.Rows > 0) << c.Describe();
       EXPECT_LE(c.SharedBytes(), 48u * 1024u) << "no opt-in needed: " << c.Describe();
@@ -336,7 +337,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   Problem single = MakeProblem(3, { 64, 48, 40 }, 7, 11);
   single.SinglePrecision = true;
   EXPECT_EQ(itk::nlm::ChooseConfiguration(single, h200, Overrides{}).WeightBatch, 12) << "single precision";
-  for (const auto & [patch, distance] : std::vector<std::pair<int, int>>{ { 5, 11 }, { 5, 3 }, { 3, 5 } })
+  for (const auto & [patch, distance] : std::vector<std::pair<int, int>>{ { 5, 11 }, { 5, 3 }, { 3, 5 }, { 7, 2 } })
   {
     Problem q = MakeProblem(3, { 64, 48, 40 }, patch, distance);
     q.SinglePrecision = true;
@@ -350,7 +351,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
     const KernelConfig c = itk::nlm::ChooseConfiguration(q, h200, Overrides{});
     EXPECT_EQ(c.WeightBatch, 12) << "single precision: " << c.Describe();
     EXPECT_EQ(c.Tile[1], patch >= 11 ? 16 : 8) << "single precision: " << c.Describe();
-    EXPECT_EQ(c.MinBlocks, patch >= 11 ? 2 : 4) << "single precision: " << c.Describe();
+    EXPECT_EQ(c.MinBlocks, patch <= 9 ? 4 : (patch <= 13 ? 2 : 1)) << "single precision: " << c.Describe();
   }
   Problem                         masked = MakeProblem(3, { 64, 48, 40 }, 7, 11);
   const std::vector<std::uint8_t> mask(64 * 48 * 40, 1);
@@ -374,6 +375,22 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   EXPECT_EQ(sc.Tile[2], 32) << sc.Describe();
   EXPECT_EQ(sc.ThreadCount, 512) << sc.Describe();
   EXPECT_EQ(sc.MinBlocks, 1) << "float64, 16 warps: one block: " << sc.Describe();
+  // A forced shape of one warp: registers for 1024 threads, but no more blocks than shared memory
+  // holds and than MostBudgetedBlocks.
+  Overrides narrow = forced;
+  narrow.BufferedWeightsShape = { 1, 64, 12 };
+  for (int patch : { 5, 13 })
+  {
+    Problem q = MakeProblem(3, { 64, 48, 40 }, patch, 3);
+    q.SinglePrecision = true;
+    const KernelConfig nc = itk::nlm::ChooseConfiguration(q, h200, narrow);
+    EXPECT_EQ(nc.ThreadCount, 32) << nc.Describe();
+    EXPECT_GE(nc.MinBlocks, 1) << nc.Describe();
+    EXPECT_LE(nc.MinBlocks, 16) << nc.Describe();
+    EXPECT_LE(static_cast<std::size_t>(nc.MinBlocks) * (nc.SharedBytes() + 1024),
+              static_cast<std::size_t>(h200.SharedPerMultiprocessor))
+      << nc.Describe();
+  }
   EXPECT_EQ(itk::nlm::ChooseConfiguration(masked, h200, shaped).WeightBatch, 0) << "a shape cannot serve a mask";
   // The slab's buffers: the weights of a batch (2 * 12 slots of the output extended by the distance
   // on each side, 4 bytes each) and the accumulators (W and R per voxel, 8 bytes each), counted in
