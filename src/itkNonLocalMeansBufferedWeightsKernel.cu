@@ -317,7 +317,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 __device__ __forceinline__ void
 GatherBlock(long long & bx, long long & by, long long & bz)
 {
-  // In 32 bits: a slab's gather has fewer than 2^32 blocks (its accumulators fit in device memory).
+  // In 32 bits: gy and gz are at most 65535 (CUDA's limit on grid axes y and z, PlanSlabs).
   const unsigned gy = gridDim.y, gz = gridDim.z;
   const unsigned r = blockIdx.y + gy * blockIdx.z;          // the launch's row of blocks, in [0, gy * gz)
   const unsigned y0 = r / (GATHER_ROWS * gz) * GATHER_ROWS; // its group's first row along axis 1

@@ -176,6 +176,19 @@ ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Override
   return (forced || chosen) && ColumnKernelUsable(p, base, o);
 }
 
+/** At most `blocks`, and no more blocks per SM than its shared memory holds with `sharedBytes` per
+ * block (at least 1). */
+int
+BlocksThatFitShared(int blocks, std::size_t sharedBytes, const DeviceLimits & limits)
+{
+  while (blocks > 1 && static_cast<std::size_t>(blocks) * (sharedBytes + SharedReservedPerBlock) >
+                         static_cast<std::size_t>(limits.SharedPerMultiprocessor))
+  {
+    --blocks;
+  }
+  return blocks;
+}
+
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
  * H200 (BENCHMARKS.md); `found` false when none fits. The footprint is read from global memory
  * where a copy in shared memory would cost resident blocks (3D: from distance 4 on at patch 3 in
@@ -244,11 +257,7 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
       k.GlobalFootprint = true; // a footprint in shared memory would cost resident blocks
     }
     const std::size_t shared = k.SharedBytes();
-    while (k.MinBlocks > 1 && static_cast<std::size_t>(k.MinBlocks) * (shared + SharedReservedPerBlock) >
-                                static_cast<std::size_t>(limits.SharedPerMultiprocessor))
-    {
-      --k.MinBlocks;
-    }
+    k.MinBlocks = BlocksThatFitShared(k.MinBlocks, shared, limits);
     if (shared <= static_cast<std::size_t>(limits.SharedPerBlockOptIn))
     {
       found = true;
@@ -382,11 +391,12 @@ BufferedWeightsServe(const Problem & p, const KernelConfig & base, const Overrid
  * float64 from patch BufferedWeightsFromPatch and distance BufferedWeightsFromDistance on, in single
  * precision from SingleBufferedWeightsFromPatch and SingleBufferedWeightsFromDistance on (1.38x to
  * 2.15x faster than the shared-rows and tiled kernels at patches 7 to 13, distances 5 and 11, 2.1x
- * to 2.3x at distances 3 and 4; the column kernel is 1.25x faster at patch 5 / distance 5), or everywhere when
- * CUDANONLOCALMEANS_BUFFERED_WEIGHTS is 1 or a shape. Measured on an H200 at 256^3 (BENCHMARKS.md "Every weight once:
- * the buffered-weights kernel"): it computes every weight once where the shared-rows kernel computes both weights of a
- * pair, 1.27x (patch 5 / distance 11) to 1.66x (patch 7 / distance 11) faster than it and 1.30x to 1.66x at distance
- * 3; 1.33x to 1.93x faster than the tiled and shared-rows kernels at patches 9 and 11; at patch 3 the column kernel
+ * to 2.3x at distances 3 and 4; the column kernel is 1.25x faster at patch 5 / distance 5), or
+ * everywhere when CUDANONLOCALMEANS_BUFFERED_WEIGHTS is 1 or a shape. Measured on an H200 at 256^3
+ * (BENCHMARKS.md "Every weight once: the buffered-weights kernel"): it computes every weight once
+ * where the shared-rows kernel computes both weights of a pair, 1.27x (patch 5 / distance 11) to
+ * 1.66x (patch 7 / distance 11) faster than it and 1.30x to 1.66x at distance 3; 1.33x to 1.93x
+ * faster than the tiled and shared-rows kernels at patches 9 and 11; at patch 3 the column kernel
  * is 1.8x faster. */
 bool
 BufferedWeightsPreferred(const KernelConfig & base, const Overrides & o)
@@ -414,14 +424,8 @@ BufferedWeightsMinBlocks(const KernelConfig & c, const DeviceLimits & limits)
       threads = BufferedWeightsWideThreads;
     }
   }
-  int               blocks = std::min(MostBudgetedBlocks, std::max(1, threads / c.ThreadCount));
-  const std::size_t shared = c.SharedBytes() + SharedReservedPerBlock;
-  while (blocks > 1 &&
-         static_cast<std::size_t>(blocks) * shared > static_cast<std::size_t>(limits.SharedPerMultiprocessor))
-  {
-    --blocks;
-  }
-  return blocks;
+  return BlocksThatFitShared(
+    std::min(MostBudgetedBlocks, std::max(1, threads / c.ThreadCount)), c.SharedBytes(), limits);
 }
 
 /** The buffered-weights kernel's configuration: {warps, planes, shift pairs per batch} as forced

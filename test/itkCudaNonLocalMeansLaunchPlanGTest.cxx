@@ -375,8 +375,15 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   EXPECT_EQ(sc.Tile[2], 32) << sc.Describe();
   EXPECT_EQ(sc.ThreadCount, 512) << sc.Describe();
   EXPECT_EQ(sc.MinBlocks, 1) << "float64, 16 warps: one block: " << sc.Describe();
-  // A forced shape of one warp: registers for 1024 threads, but no more blocks than shared memory
-  // holds and than MostBudgetedBlocks.
+  // Shared memory caps the budget: 4 blocks of patch 7 (13 KB each) do not fit 48 KB per SM, 3 do.
+  DeviceLimits smallShared = h200;
+  smallShared.SharedPerMultiprocessor = 48 * 1024;
+  const KernelConfig capped =
+    itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 7, 11), smallShared, Overrides{});
+  EXPECT_EQ(capped.WeightBatch, 12) << capped.Describe();
+  EXPECT_EQ(capped.MinBlocks, 3) << capped.Describe();
+  // A forced shape of one warp: registers for 1024 threads would be 32 blocks; at most 16 are asked
+  // for, and no more than shared memory holds (16 of these small blocks fit).
   Overrides narrow = forced;
   narrow.BufferedWeightsShape = { 1, 64, 12 };
   for (int patch : { 5, 13 })
@@ -385,8 +392,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
     q.SinglePrecision = true;
     const KernelConfig nc = itk::nlm::ChooseConfiguration(q, h200, narrow);
     EXPECT_EQ(nc.ThreadCount, 32) << nc.Describe();
-    EXPECT_GE(nc.MinBlocks, 1) << nc.Describe();
-    EXPECT_LE(nc.MinBlocks, 16) << nc.Describe();
+    EXPECT_EQ(nc.MinBlocks, 16) << nc.Describe();
     EXPECT_LE(static_cast<std::size_t>(nc.MinBlocks) * (nc.SharedBytes() + 1024),
               static_cast<std::size_t>(h200.SharedPerMultiprocessor))
       << nc.Describe();
