@@ -74,13 +74,15 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   # The buffered-weights kernel (3D; float64 from patch 5 and distance 3, single precision from
   # patch 7 and distance 3): chosen above (patch 5, distance 4; patch 7, distance 9); forced at
   # patch 11 (16 warps), and forced shapes with several blocks along axis 2, several units per
-  # warp and batches of one shift; chosen at patch 9 / distance 4 (registers for 3 blocks, pairs
-  # of one shift) and in single precision at patch 11 (2 blocks of 16 warps).
+  # warp, batches of one shift and an odd number of warps (step 2 unpaired: 3,8,4); chosen at
+  # patch 9 / distance 4 (registers for 3 blocks, pairs of one shift) and in single precision at
+  # patch 11 (2 blocks of 16 warps).
   run $tool "" --input "$work/g3.mha" --patch-size 9 --patch-distance 4 --h 0.1
   run $tool "" --input "$work/s3.mha" --patch-size 11 --patch-distance 5 --h 0.1 --single-precision
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1" --input "$work/s3.mha" --patch-size 11 --patch-distance 2 --h 0.1 --sigma 0.05
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=16,8,5" --input "$work/g3.mha" --patch-size 9 --patch-distance 3 --h 0.1
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=2,4,1" --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1
+  run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=3,8,4" --input "$work/g3.mha" --patch-size 7 --patch-distance 3 --h 0.1
   # The column kernel in 2D: chosen (patch 7, distance 11: the footprint in shared memory; patch 3
   # with 4 rows and 4 blocks per SM), the footprint forced into global memory, a forced shape.
   run $tool "" --input "$work/g2.mha" --patch-size 7 --patch-distance 11 --h 0.1 --sigma 0.05

@@ -38,9 +38,10 @@
 //   1. the warps compute the sums along axis 0 of the patch terms of the NW + s - 2 rows (a row per
 //      warp in turn; the terms of the neighbors by shuffles) for both shifts into one of two
 //      buffers in shared memory; the cells of the next plane are loaded meanwhile;
-//   2. after one barrier, each thread sums its rows along axis 1 from shared memory into a ring of
-//      the last s - 1 planes, and once the march has passed its voxel's patch sums the ring along
-//      axis 2 and stores the weight.
+//   2. after one barrier, each thread sums two rows along axis 1 from shared memory (one shift's two
+//      neighboring rows, or with an odd number of warps both shifts' row: STEP2_PAIRED) into a ring
+//      of the last s - 1 planes, and once the march has passed its voxels' patch sums the ring along
+//      axis 2 and stores the weights.
 // Reads are clamped into the padded input (cells outside it only feed discarded lanes, rows and
 // planes), so the padded input needs no margin beyond the other kernels'.
 //
@@ -61,6 +62,11 @@ constexpr int GATHER_X = itk::nlm::BufferedGatherBlock[0]; // gather block: 32 x
 constexpr int GATHER_Y = itk::nlm::BufferedGatherBlock[1]; // GATHER_Z voxels each
 constexpr int GATHER_Z = itk::nlm::BufferedGatherBlock[2];
 constexpr int GATHER_ROWS = 8; // rows of gather blocks per group (GatherBlock)
+// Step 2's units of a thread: with an even number of warps, one shift (warp % 2) for two rows
+// (2 (warp / 2) and the next), whose sums along axis 1 read WIN1 + 1 rows of the buffer instead of
+// 2 WIN1 (shared memory's bandwidth is what the weights pass spends most: BENCHMARKS.md); with an
+// odd number, both shifts for one row (warp).
+constexpr bool STEP2_PAIRED = NW % 2 == 0;
 static_assert(DIM == 3 && WIN0 >= 2 && WIN1 >= 2 && WIN2 >= 2,
               "the buffered-weights kernel is for 3D, patch size >= 3");
 static_assert(!NLM_NOISE_MAP, "the buffered-weights kernel takes no noise map (the planner picks the tiled kernel)");
@@ -99,6 +105,19 @@ __device__ __forceinline__ bool
 NextPlaneStep(int z, int lo, int hi)
 {
   return z > lo && z <= hi;
+}
+
+/** Step 2's unit u (0 or 1) of this warp: the row of the tile (along axis 1) and the shift of the
+ * pair whose sums and weights it takes (STEP2_PAIRED). */
+__device__ __forceinline__ int
+Step2Row(int warp, int u)
+{
+  return STEP2_PAIRED ? 2 * (warp / 2) + u : warp;
+}
+__device__ __forceinline__ int
+Step2Shift(int warp, int u)
+{
+  return STEP2_PAIRED ? warp % 2 : u;
 }
 } // namespace
 
@@ -168,15 +187,24 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   }
   const int planes = static_cast<int>(min(static_cast<long long>(ZC), e2 - zBlock * ZC)) + EXT2;
 
-  // Where this thread's weights go (the pointer steps one plane of weights per stored plane), and
-  // whether they are inside their shift's region.
-  const long long c0 = cb0 + lane, c1 = cb1 + warp;
+  // Where the weights of this thread's units of step 2 go (the pointers step one plane of weights
+  // per stored plane), and whether they are inside their shift's region.
+  const long long c0 = cb0 + lane;
   const long long w0 = p.weightSize[0], w01 = p.weightSize[0] * p.weightSize[1];
   const long long slot = w01 * p.weightSize[2];
-  WeightStore *   weights =
-    reinterpret_cast<WeightStore *>(p.weights) + (2 * pair) * slot + (c0 + PD) + (c1 + PD) * w0 + (cb2 + PD) * w01;
-  const bool inRows = lane < T0 && c1 >= lo1 && c1 < lo1 + e1;
-  const bool store[SP] = { inRows && c0 >= -t0 && c0 < n0, second && inRows && c0 >= -t0b && c0 < n0 };
+  // Unit 1's weight is unit 0's next row (paired rows) or next slot (its shift's).
+  WeightStore * weights = reinterpret_cast<WeightStore *>(p.weights) + (2 * pair + Step2Shift(warp, 0)) * slot +
+                          (c0 + PD) + (cb1 + Step2Row(warp, 0) + PD) * w0 + (cb2 + PD) * w01;
+  const long long unit1 = STEP2_PAIRED ? w0 : slot;
+  bool            store[2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+  {
+    const int       v = Step2Shift(warp, u);
+    const long long c1 = cb1 + Step2Row(warp, u);
+    const bool      inRows = lane < T0 && c1 >= lo1 && c1 < lo1 + e1;
+    store[u] = inRows && ((v == 0) ? c0 >= -t0 : (second && c0 >= -t0b)) && c0 < n0;
+  }
   const int  planeLo = -max(t2, 0) - static_cast<int>(cb2) + EXT2; // the march planes whose weights
   const int  planeHi = static_cast<int>(n2) + max(-t2, 0) - static_cast<int>(cb2) + EXT2; // are stored
   const Real norm = static_cast<Real>(p.norm);
@@ -205,10 +233,10 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       }
     }
   };
-  // The ring of the last WIN2 planes' sums along axis 1 of both shifts, the newest in slot WIN2 - 1.
+  // The ring of the last WIN2 planes' sums along axis 1 of step 2's units, the newest in slot WIN2 - 1.
   // (A march unrolled by WIN2 planes, whose ring is renamed rather than moved, compiles 0.3 to 0.6 s
   // longer and is at most 2% faster in float64, 8% to 15% slower in single precision: BENCHMARKS.md.)
-  Real ring[SP][WIN2];
+  Real ring[2][WIN2];
   load();
 #pragma unroll 1
   for (int pl = 0; pl < planes; ++pl)
@@ -266,12 +294,13 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       }
     }
     __syncthreads();
-    // Step 2: this thread's sums along axis 1 into the ring; once the patch of the voxel of plane
-    // pl - EXT2 is complete, the sums along axis 2 and the weights.
+    // Step 2: the sums along axis 1 of this thread's units into the ring (with paired rows the
+    // second unit's rows are the first's but one: the same loads); once the patch of the voxels of
+    // plane pl - EXT2 is complete, the sums along axis 2 and the weights.
 #pragma unroll
-    for (int v = 0; v < SP; ++v)
+    for (int u = 0; u < 2; ++u)
     {
-      const Real * a = buffer + v * ROWS * 32 + warp * 32 + lane;
+      const Real * a = buffer + Step2Shift(warp, u) * ROWS * 32 + Step2Row(warp, u) * 32 + lane;
       Real         b = a[0];
 #pragma unroll
       for (int j = 1; j < WIN1; ++j)
@@ -281,26 +310,27 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int j = 0; j + 1 < WIN2; ++j)
       {
-        ring[v][j] = ring[v][j + 1];
+        ring[u][j] = ring[u][j + 1];
       }
-      ring[v][WIN2 - 1] = b;
+      ring[u][WIN2 - 1] = b;
     }
     if (pl >= EXT2)
     {
       const bool inPlane = pl >= planeLo && pl < planeHi;
 #pragma unroll
-      for (int v = 0; v < SP; ++v)
+      for (int u = 0; u < 2; ++u)
       {
-        Real raw = ring[v][0]; // the oldest plane first
+        Real raw = ring[u][0]; // the oldest plane first
 #pragma unroll
         for (int j = 1; j < WIN2; ++j)
         {
-          raw = raw + ring[v][j];
+          raw = raw + ring[u][j];
         }
-        const WeightStore w = ScaledWeight(raw, norm, invNorm, p.negScale, (v == 0) ? (t0 == 0) : false);
-        if (store[v] && inPlane)
+        const WeightStore w =
+          ScaledWeight(raw, norm, invNorm, p.negScale, (Step2Shift(warp, u) == 0) ? (t0 == 0) : false);
+        if (store[u] && inPlane)
         {
-          weights[v * slot] = w;
+          weights[(u == 0) ? 0 : unit1] = w;
         }
       }
       weights += w01;

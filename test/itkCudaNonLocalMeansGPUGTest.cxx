@@ -603,10 +603,13 @@ TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
     { "p5 d1 forced", 5, 1, "1" },
     { "p13 d2 forced", 13, 2, "1" },
     // Forced shapes (warps, planes, pairs): several blocks along axis 2 and units per warp, 16
-    // warps, and warps that skip their last unit (16,8,5 at patch 11 and 4,4,3 at patch 5).
+    // warps, and warps that skip their last unit (16,8,5 at patch 11 and 4,4,3 at patch 5); odd
+    // numbers of warps, whose step 2 takes both shifts of one row (3,8,4 and 1,16,6).
     { "p11 d3 shape 16,8,5", 11, 3, "16,8,5" },
     { "p5 d4 shape 4,4,3", 5, 4, "4,4,3" },
     { "p9 d2 shape 2,16,40", 9, 2, "2,16,40" },
+    { "p7 d5 shape 3,8,4", 7, 5, "3,8,4" },
+    { "p5 d3 shape 1,16,6", 5, 3, "1,16,6" },
   };
   const auto floats = Image<F3>({ 45, 37, 29 }, 1, 91);
   const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 92);
