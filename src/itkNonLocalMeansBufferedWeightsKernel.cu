@@ -67,6 +67,7 @@ constexpr int GATHER_ROWS = 8; // rows of gather blocks per group (GatherBlock)
 // 2 WIN1 (shared memory's bandwidth is what the weights pass spends most: BENCHMARKS.md); with an
 // odd number, both shifts for one row (warp).
 constexpr bool STEP2_PAIRED = NW % 2 == 0;
+constexpr int  STEP2_UNITS = 2; // of a thread
 static_assert(DIM == 3 && WIN0 >= 2 && WIN1 >= 2 && WIN2 >= 2,
               "the buffered-weights kernel is for 3D, patch size >= 3");
 static_assert(!NLM_NOISE_MAP, "the buffered-weights kernel takes no noise map (the planner picks the tiled kernel)");
@@ -107,8 +108,8 @@ NextPlaneStep(int z, int lo, int hi)
   return z > lo && z <= hi;
 }
 
-/** Step 2's unit u (0 or 1) of this warp: the row of the tile (along axis 1) and the shift of the
- * pair whose sums and weights it takes (STEP2_PAIRED). */
+/** Step 2's unit u (of STEP2_UNITS) of this warp: the row of the tile (along axis 1) and the
+ * shift of the pair whose sums and weights it takes (STEP2_PAIRED). */
 __device__ __forceinline__ int
 Step2Row(int warp, int u)
 {
@@ -196,9 +197,9 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   WeightStore * weights = reinterpret_cast<WeightStore *>(p.weights) + (2 * pair + Step2Shift(warp, 0)) * slot +
                           (c0 + PD) + (cb1 + Step2Row(warp, 0) + PD) * w0 + (cb2 + PD) * w01;
   const long long unit1 = STEP2_PAIRED ? w0 : slot;
-  bool            store[2];
+  bool            store[STEP2_UNITS];
 #pragma unroll
-  for (int u = 0; u < 2; ++u)
+  for (int u = 0; u < STEP2_UNITS; ++u)
   {
     const int       v = Step2Shift(warp, u);
     const long long c1 = cb1 + Step2Row(warp, u);
@@ -236,7 +237,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   // The ring of the last WIN2 planes' sums along axis 1 of step 2's units, the newest in slot WIN2 - 1.
   // (A march unrolled by WIN2 planes, whose ring is renamed rather than moved, compiles 0.3 to 0.6 s
   // longer and is at most 2% faster in float64, 8% to 15% slower in single precision: BENCHMARKS.md.)
-  Real ring[2][WIN2];
+  Real ring[STEP2_UNITS][WIN2];
   load();
 #pragma unroll 1
   for (int pl = 0; pl < planes; ++pl)
@@ -298,7 +299,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     // second unit's rows are the first's but one: the same loads); once the patch of the voxels of
     // plane pl - EXT2 is complete, the sums along axis 2 and the weights.
 #pragma unroll
-    for (int u = 0; u < 2; ++u)
+    for (int u = 0; u < STEP2_UNITS; ++u)
     {
       const Real * a = buffer + Step2Shift(warp, u) * ROWS * 32 + Step2Row(warp, u) * 32 + lane;
       Real         b = a[0];
@@ -318,7 +319,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     {
       const bool inPlane = pl >= planeLo && pl < planeHi;
 #pragma unroll
-      for (int u = 0; u < 2; ++u)
+      for (int u = 0; u < STEP2_UNITS; ++u)
       {
         Real raw = ring[u][0]; // the oldest plane first
 #pragma unroll
