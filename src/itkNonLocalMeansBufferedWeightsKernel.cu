@@ -35,9 +35,10 @@
 // The weights pass: a block of NW warps owns a tile of T0 = 32 - (s - 2) x NW voxels along axes 0
 // and 1 and marches through ZC = T2 planes along axis 2, for two shifts at once (t0 = 2j and 2j + 1
 // of one row of shifts: the same t1, t2, so that both read the same cells Y(y)). Per plane:
-//   1. the warps compute the sums along axis 0 of the patch terms of the NW + s - 2 rows (a row per
-//      warp in turn; the terms of the neighbors by shuffles) for both shifts into one of two
-//      buffers in shared memory; the cells of the next plane are loaded meanwhile;
+//   1. the warps compute the sums along axis 0 of the patch terms of the NW + s - 2 rows (a row, or
+//      at patches 9 to 17 a pair of rows, per warp in turn; the terms of the neighbors by shuffles)
+//      for both shifts into one of two buffers in shared memory; the cells of the next plane are
+//      loaded meanwhile;
 //   2. after one barrier, each thread sums two rows along axis 1 from shared memory (one shift's two
 //      neighboring rows, or with an odd number of warps both shifts' row: STEP2_PAIRED) into a ring
 //      of the last s - 1 planes, and once the march has passed its voxels' patch sums the ring along
@@ -55,13 +56,24 @@ namespace
 constexpr int NW = NT / 32;     // warps: one per row of the tile
 constexpr int ZC = T2;          // planes of weights per block
 constexpr int ROWS = T1 + EXT1; // rows of sums along axis 0 per plane
-constexpr int UNITS_PER_WARP = (ROWS + NW - 1) / NW;
-constexpr int SP = 2;                                      // shifts per block
-constexpr int BUFFER = SP * ROWS * 32;                     // one buffer: both shifts
-constexpr int GATHER_X = itk::nlm::BufferedGatherBlock[0]; // gather block: 32 x 8 threads,
-constexpr int GATHER_Y = itk::nlm::BufferedGatherBlock[1]; // GATHER_Z voxels each
-constexpr int GATHER_Z = itk::nlm::BufferedGatherBlock[2];
-constexpr int GATHER_ROWS = 8; // rows of gather blocks per group (GatherBlock)
+// Step 1's units, a unit per warp in turn: rows, or with PAIRED_ROWS (itk::nlm::
+// BufferedWeightsPairsRows) pairs of rows 2 u and 2 u + 1 (u < PAIRS) and, for an odd ROWS, the
+// last row alone. Lane l of a pair holds the terms of cell l of both rows and swaps one with lane
+// l ^ 1, so that even lanes hold cells l and l + 1 of the first row and odd lanes cells l - 1 and l
+// of the second: the sums along axis 0 of the two cells then take WIN0 - 1 shuffles and the swap,
+// where two rows alone take 2 (WIN0 - 1).
+constexpr bool PAIRED_ROWS = itk::nlm::BufferedWeightsPairsRows(NLM_S0);
+constexpr int  PAIRS = PAIRED_ROWS ? ROWS / 2 : 0;
+constexpr int  UNITS = ROWS - PAIRS;
+constexpr int  UNITS_PER_WARP = (UNITS + NW - 1) / NW;
+constexpr int  UNIT_ROWS = PAIRS > 0 ? 2 : 1; // rows a unit may hold
+constexpr int  SP = 2;                        // shifts per block
+constexpr int  ROW = itk::nlm::BufferedSumsRowStride(PAIRED_ROWS, sizeof(Real) == sizeof(float)); // cells per row
+constexpr int  BUFFER = SP * ROWS * ROW;                    // one buffer: both shifts
+constexpr int  GATHER_X = itk::nlm::BufferedGatherBlock[0]; // gather block: 32 x 8 threads,
+constexpr int  GATHER_Y = itk::nlm::BufferedGatherBlock[1]; // GATHER_Z voxels each
+constexpr int  GATHER_Z = itk::nlm::BufferedGatherBlock[2];
+constexpr int  GATHER_ROWS = 8; // rows of gather blocks per group (GatherBlock)
 // Step 2's units of a thread: with an even number of warps, one shift (warp % 2) for two rows
 // (2 (warp / 2) and the next), whose sums along axis 1 read WIN1 + 1 rows of the buffer instead of
 // 2 WIN1 (shared memory's bandwidth is what the weights pass spends most: BENCHMARKS.md); with an
@@ -91,13 +103,38 @@ Clamp(long long v, long long lo, long long hi)
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
-/** Whether a warp's unit i is a row of the plane's sums along axis 0: warp + i * NW < ROWS. The
- * same for every lane of a warp, so a warp skips a unit it does not have, shuffles included (only
- * its last unit can be missing: a compile-time true for the others). */
+/** Whether a warp has a unit i of the plane's sums along axis 0 (unit warp + i * NW < UNITS), and
+ * whether it is a pair of rows. The same for every lane of a warp, so a warp skips a unit it does
+ * not have, shuffles included, and takes a pair or a row as a whole (compile-time answers where
+ * they are the same for every warp). */
 __device__ __forceinline__ bool
 HasUnit(int warp, int i)
 {
-  return (i + 1) * NW <= ROWS || warp + i * NW < ROWS;
+  return (i + 1) * NW <= UNITS || warp + i * NW < UNITS;
+}
+__device__ __forceinline__ bool
+IsPair(int warp, int i)
+{
+  return (i + 1) * NW <= PAIRS || (i * NW < PAIRS && warp + i * NW < PAIRS);
+}
+/** The first row of a warp's unit i. */
+__device__ __forceinline__ int
+UnitRow(int warp, int i)
+{
+  const int u = warp + i * NW;
+  return u < PAIRS ? 2 * u : u + PAIRS;
+}
+
+/** Stores a lane's two neighboring sums along axis 0 (an aligned pair of cells) at once. */
+__device__ __forceinline__ void
+StorePair(double * to, double a, double b)
+{
+  *reinterpret_cast<double2 *>(to) = make_double2(a, b);
+}
+__device__ __forceinline__ void
+StorePair(float * to, float a, float b)
+{
+  *reinterpret_cast<float2 *>(to) = make_float2(a, b);
 }
 
 /** Whether the clamped padded plane of the march moves on to `z`, the next plane before clamping:
@@ -169,22 +206,29 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   const long long fx = p.ySize[0], fxy = p.ySize[0] * p.ySize[1];
   const long long tOff[SP] = { (t0 + t1 * fx + t2 * fxy) * K, (t0b + t1 * fx + t2 * fxy) * K };
 
-  // This warp's units (rows of the plane's sums along axis 0): warp, warp + NW, ... (HasUnit). A
-  // unit's cells: padded coordinates (cell y of the output grid is padded cell y + E) clamped so
-  // that both y and y + t are inside the padded input. The pointers step along axis 2 with the
-  // march (NextPlaneStep), so that they stay clamped too.
+  // This warp's units (rows or pairs of rows of the plane's sums along axis 0): warp, warp + NW,
+  // ... (HasUnit, IsPair). A row's cells: padded coordinates (cell y of the output grid is padded
+  // cell y + E) clamped so that both y and y + t are inside the padded input. The pointers step
+  // along axis 2 with the march (NextPlaneStep), so that they stay clamped too.
   const long long x = Clamp(cb0 + lane - O + 1 + E, 0, p.ySize[0] - 1 - t0b);
   // Along axis 2 in int (a slab's planes fit: PlanSlabs).
-  const int    zLo = max(0, -t2), zHi = static_cast<int>(p.ySize[2]) - 1 - max(0, t2);
-  const int    zFirst = static_cast<int>(cb2) - O + 1 + E; // the padded plane of march plane 0, before clamping
-  const Real * row[UNITS_PER_WARP];
+  const int zLo = max(0, -t2), zHi = static_cast<int>(p.ySize[2]) - 1 - max(0, t2);
+  const int zFirst = static_cast<int>(cb2) - O + 1 + E; // the padded plane of march plane 0, before clamping
+  const int odd = lane & 1;
+  auto      rowStart = [&](int r) {
+    return Y + (x + Clamp(cb1 + min(r, ROWS - 1) - O + 1 + E, max(0, -t1), p.ySize[1] - 1 - max(0, t1)) * fx +
+                Clamp(zFirst, zLo, zHi) * fxy) *
+                 K;
+  };
+  const Real * row[UNITS_PER_WARP][UNIT_ROWS];
 #pragma unroll
   for (int i = 0; i < UNITS_PER_WARP; ++i)
   {
-    const int r = min(warp + i * NW, ROWS - 1);
-    row[i] = Y + (x + Clamp(cb1 + r - O + 1 + E, max(0, -t1), p.ySize[1] - 1 - max(0, t1)) * fx +
-                  Clamp(zFirst, zLo, zHi) * fxy) *
-                   K;
+#pragma unroll
+    for (int h = 0; h < UNIT_ROWS; ++h)
+    {
+      row[i][h] = rowStart(UnitRow(warp, i) + h);
+    }
   }
   const int planes = static_cast<int>(min(static_cast<long long>(ZC), e2 - zBlock * ZC)) + EXT2;
 
@@ -212,8 +256,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   const Real invNorm = static_cast<Real>(p.invNorm);
   const Real noise = static_cast<Real>(p.noise);
 
-  // The cells of a plane's units: Y(y) and Y(y + t) of both shifts.
-  Real cells[UNITS_PER_WARP][K], shifted[UNITS_PER_WARP][SP][K];
+  // The cells of a plane's units: Y(y) and Y(y + t) of both shifts, per row of the unit.
+  Real cells[UNITS_PER_WARP][UNIT_ROWS][K], shifted[UNITS_PER_WARP][UNIT_ROWS][SP][K];
   auto load = [&]() {
 #pragma unroll
     for (int i = 0; i < UNITS_PER_WARP; ++i)
@@ -223,13 +267,21 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         continue;
       }
 #pragma unroll
-      for (int k = 0; k < K; ++k)
+      for (int h = 0; h < UNIT_ROWS; ++h)
       {
-        cells[i][k] = row[i][k];
-#pragma unroll
-        for (int v = 0; v < SP; ++v)
+        if (h > 0 && !IsPair(warp, i))
         {
-          shifted[i][v][k] = row[i][tOff[v] + k];
+          break;
+        }
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+        {
+          cells[i][h][k] = row[i][h][k];
+#pragma unroll
+          for (int v = 0; v < SP; ++v)
+          {
+            shifted[i][h][v][k] = row[i][h][tOff[v] + k];
+          }
         }
       }
     }
@@ -244,7 +296,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   {
     // Step 1: the sums along axis 0 of the plane's rows for both shifts (contract 2.3: D, then
     // the sum over j0 ascending), then the next plane's cells.
-    Real d[UNITS_PER_WARP][SP];
+    Real d[UNITS_PER_WARP][UNIT_ROWS][SP];
 #pragma unroll
     for (int i = 0; i < UNITS_PER_WARP; ++i)
     {
@@ -253,16 +305,24 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         continue;
       }
 #pragma unroll
-      for (int v = 0; v < SP; ++v)
+      for (int h = 0; h < UNIT_ROWS; ++h)
       {
-        Real acc = 0;
-#pragma unroll
-        for (int k = 0; k < K; ++k)
+        if (h > 0 && !IsPair(warp, i))
         {
-          const Real diff = cells[i][k] - shifted[i][v][k];
-          acc = (k == 0) ? diff * diff : acc + diff * diff;
+          break;
         }
-        d[i][v] = acc - noise;
+#pragma unroll
+        for (int v = 0; v < SP; ++v)
+        {
+          Real acc = 0;
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+          {
+            const Real diff = cells[i][h][k] - shifted[i][h][v][k];
+            acc = (k == 0) ? diff * diff : acc + diff * diff;
+          }
+          d[i][h][v] = acc - noise;
+        }
       }
     }
     if (NextPlaneStep(zFirst + pl + 1, zLo, zHi))
@@ -270,7 +330,11 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int i = 0; i < UNITS_PER_WARP; ++i)
       {
-        row[i] += fxy * K;
+#pragma unroll
+        for (int h = 0; h < UNIT_ROWS; ++h)
+        {
+          row[i][h] += fxy * K;
+        }
       }
     }
     load();
@@ -282,16 +346,44 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       {
         continue;
       }
+      if (!IsPair(warp, i))
+      {
+#pragma unroll
+        for (int v = 0; v < SP; ++v)
+        {
+          Real a = d[i][0][v];
+#pragma unroll
+          for (int j = 1; j < WIN0; ++j)
+          {
+            a = a + __shfl_down_sync(0xffffffffu, d[i][0][v], j);
+          }
+          buffer[v * ROWS * ROW + UnitRow(warp, i) * ROW + lane] = a;
+        }
+        continue;
+      }
+      const int r = UnitRow(warp, i) + odd; // the row of this lane's two cells
 #pragma unroll
       for (int v = 0; v < SP; ++v)
       {
-        Real a = d[i][v];
+        // The swap: the terms of this lane's cells (lane & ~1) and (lane | 1) of row r.
+        const Real received = __shfl_xor_sync(0xffffffffu, odd ? d[i][0][v] : d[i][UNIT_ROWS - 1][v], 1);
+        const Real lo = odd ? received : d[i][0][v];
+        const Real hi = odd ? d[i][UNIT_ROWS - 1][v] : received;
+        // Cell lane & ~1 sums lo, hi and the pairs of the next lanes of its parity; cell lane | 1
+        // hi, those pairs and the first term of one pair more (WIN0 is even).
+        Real a = lo + hi, b = hi;
 #pragma unroll
-        for (int j = 1; j < WIN0; ++j)
+        for (int j = 1; j < WIN0 / 2; ++j)
         {
-          a = a + __shfl_down_sync(0xffffffffu, d[i][v], j);
+          const Real nextLo = __shfl_down_sync(0xffffffffu, lo, 2 * j);
+          const Real nextHi = __shfl_down_sync(0xffffffffu, hi, 2 * j);
+          a = a + nextLo;
+          a = a + nextHi;
+          b = b + nextLo;
+          b = b + nextHi;
         }
-        buffer[v * ROWS * 32 + (warp + i * NW) * 32 + lane] = a;
+        b = b + __shfl_down_sync(0xffffffffu, lo, WIN0);
+        StorePair(buffer + v * ROWS * ROW + r * ROW + (lane & ~1), a, b);
       }
     }
     __syncthreads();
@@ -301,12 +393,12 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
     for (int u = 0; u < STEP2_UNITS; ++u)
     {
-      const Real * a = buffer + Step2Shift(warp, u) * ROWS * 32 + Step2Row(warp, u) * 32 + lane;
+      const Real * a = buffer + Step2Shift(warp, u) * ROWS * ROW + Step2Row(warp, u) * ROW + lane;
       Real         b = a[0];
 #pragma unroll
       for (int j = 1; j < WIN1; ++j)
       {
-        b = b + a[j * 32];
+        b = b + a[j * ROW];
       }
 #pragma unroll
       for (int j = 0; j + 1 < WIN2; ++j)

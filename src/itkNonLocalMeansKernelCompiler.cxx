@@ -17,6 +17,7 @@
  *=========================================================================*/
 #include "itkNonLocalMeansKernelCompiler.h"
 #include "itkNonLocalMeansKernelCache.h"
+#include "itkNonLocalMeansKernelParameters.h"
 #include "itkNonLocalMeansOverrides.h"
 #include "itkMacro.h"
 
@@ -146,8 +147,10 @@ KernelConfig::SharedBytes() const
   if (SharedRows || WeightBatch > 0)
   {
     // Two buffers of the sums along axis 0 of a plane's rows, for both signs (the shared-rows
-    // kernel) or both shifts of a pair (the buffered-weights kernel).
-    return 2 * 2 * static_cast<size_t>(Tile[1] + PatchSize - 2) * 32 * real;
+    // kernel) or both shifts of a pair (the buffered-weights kernel, whose rows are padded).
+    const size_t row =
+      WeightBatch > 0 ? BufferedSumsRowStride(BufferedWeightsPairsRows(PatchSize), SinglePrecision) : 32;
+    return 2 * 2 * static_cast<size_t>(Tile[1] + PatchSize - 2) * row * real;
   }
   if (Rows > 0 && GlobalFootprint)
   {

@@ -73,6 +73,30 @@ struct PadKernelParameters
  * thread along axis 2. */
 constexpr int BufferedGatherBlock[3] = { 32, 8, 4 };
 
+/** The buffered-weights kernel's weights pass: whether step 1 takes its rows in pairs (a lane sums
+ * two neighboring cells of one row: half the shuffles, for a swap between lanes and selects). Where
+ * that was measured to pay: at patches 9 to 17 (BENCHMARKS.md "Step 1 on pairs of rows"); below, it
+ * costs more instructions than it saves shuffles (and spills at patch 7 in float64), and above,
+ * where some warps take two pairs, it spills. */
+constexpr int BufferedWeightsPairedRowsFromPatch = 9;
+constexpr int BufferedWeightsPairedRowsUpToPatch = 17;
+constexpr bool
+BufferedWeightsPairsRows(int patchSize)
+{
+  return patchSize >= BufferedWeightsPairedRowsFromPatch && patchSize <= BufferedWeightsPairedRowsUpToPatch;
+}
+
+/** The buffered-weights kernel's weights pass: cells of its shared buffers per row of 32 sums along
+ * axis 0 (arithmetic in float or double). With rows in pairs a warp stores two neighboring rows at
+ * once (lane 2m cells 2m and 2m + 1 of one, lane 2m + 1 those of the next), so a row is then 16
+ * banks past a multiple of 32 from the one before, and the two rows of a store's phase are in
+ * different banks. */
+constexpr int
+BufferedSumsRowStride(bool pairedRows, bool single)
+{
+  return !pairedRows ? 32 : (single ? 48 : 40);
+}
+
 /** Threads per block of nlm_pad, and the most blocks of one launch (it strides over the rest). */
 constexpr int PadKernelThreads = 256;
 constexpr int PadKernelMaximumBlocks = 65535 * 8;

@@ -610,6 +610,9 @@ TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
     { "p9 d2 shape 2,16,40", 9, 2, "2,16,40" },
     { "p7 d5 shape 3,8,4", 7, 5, "3,8,4" },
     { "p5 d3 shape 1,16,6", 5, 3, "1,16,6" },
+    // Rows in pairs in step 1 (float64, patch 9 on): an even number of rows (3,8,4), a last row
+    // alone (the others) and warps with two pairs (2,16,40).
+    { "p9 d4 shape 3,8,4", 9, 4, "3,8,4" },
   };
   const auto floats = Image<F3>({ 45, 37, 29 }, 1, 91);
   const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 92);
