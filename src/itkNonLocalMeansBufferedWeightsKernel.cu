@@ -125,16 +125,25 @@ UnitRow(int warp, int i)
   return u < PAIRS ? 2 * u : u + PAIRS;
 }
 
+/** The vector type of two values of T. */
+template <typename T>
+struct Vector2;
+template <>
+struct Vector2<float>
+{
+  using Type = float2;
+};
+template <>
+struct Vector2<double>
+{
+  using Type = double2;
+};
+
 /** Stores a lane's two neighboring sums along axis 0 (an aligned pair of cells) at once. */
 __device__ __forceinline__ void
-StorePair(double * to, double a, double b)
+StorePair(Real * to, Real a, Real b)
 {
-  *reinterpret_cast<double2 *>(to) = make_double2(a, b);
-}
-__device__ __forceinline__ void
-StorePair(float * to, float a, float b)
-{
-  *reinterpret_cast<float2 *>(to) = make_float2(a, b);
+  *reinterpret_cast<typename Vector2<Real>::Type *>(to) = { a, b };
 }
 
 /** Whether the clamped padded plane of the march moves on to `z`, the next plane before clamping:
