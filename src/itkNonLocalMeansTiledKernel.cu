@@ -38,7 +38,6 @@ constexpr int NWARPS = NT / 32;
 // Pass A by warp rows: every patch term of a row (T0 + PD0 + EXT0 of them at most) in one warp.
 constexpr bool ROWS = (WIN0 > 0) && (T0 + PD0 + EXT0 <= 32) && (NT % 32 == 0);
 constexpr int  SIZE_A = MA0 * MA1 * MA2 * MA3;
-constexpr int  SIZE_W = MW0 * MW1 * MW2 * MW3;
 constexpr int  SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed along axes 0 and 1
 
 static_assert(TV % NT == 0, "the threads divide the tile");
