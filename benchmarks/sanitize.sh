@@ -78,7 +78,8 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   # patch 9 / distance 4 (registers for 3 blocks, pairs of one shift) and in single precision at
   # patch 11 (2 blocks of 16 warps); from patch 9 on step 1 takes rows in pairs (with an even number
   # of rows and two units for some warps: 3,8,4 at patch 9; three units, the last a row alone:
-  # 2,16,40).
+  # 2,16,40); chosen at patch 11 in float64 (one block of 20 warps) and the widest forced block (32
+  # warps).
   run $tool "" --input "$work/g3.mha" --patch-size 9 --patch-distance 4 --h 0.1
   run $tool "" --input "$work/s3.mha" --patch-size 11 --patch-distance 5 --h 0.1 --single-precision
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1" --input "$work/s3.mha" --patch-size 11 --patch-distance 2 --h 0.1 --sigma 0.05
@@ -87,6 +88,8 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=3,8,4" --input "$work/g3.mha" --patch-size 7 --patch-distance 3 --h 0.1
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=3,8,4" --input "$work/g3.mha" --patch-size 9 --patch-distance 3 --h 0.1
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=2,16,40" --input "$work/g3.mha" --patch-size 9 --patch-distance 2 --h 0.1
+  run $tool "" --input "$work/g3.mha" --patch-size 11 --patch-distance 3 --h 0.1
+  run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=32,16,3" --input "$work/g3.mha" --patch-size 11 --patch-distance 2 --h 0.1
   # The column kernel in 2D: chosen (patch 7, distance 11: the footprint in shared memory; patch 3
   # with 4 rows and 4 blocks per SM), the footprint forced into global memory, a forced shape.
   run $tool "" --input "$work/g2.mha" --patch-size 7 --patch-distance 11 --h 0.1 --sigma 0.05

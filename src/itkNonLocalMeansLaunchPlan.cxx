@@ -80,7 +80,21 @@ constexpr int BufferedWeightWarps = 8;
 // warps skip the rows they do not have: BENCHMARKS.md "Warps skip the rows they do not have".)
 constexpr int WideBufferedWeightsFromPatch = 11;
 constexpr int WideBufferedWeightWarps = 16;
-constexpr int BufferedWeightPlanes = 64;
+// In float64 up to patch WiderBufferedWeightsUpToPatch, WiderBufferedWeightWarps (one block of 640
+// threads, 96 registers): 1.05x to 1.09x faster than 16 warps at patch 11, distances 3 to 11, 1.07x
+// at patch 13 / distance 5; at patch 15 they spill (1.04x slower), and in single precision 2 blocks
+// of 16 warps stay 1.05x faster (BENCHMARKS.md "Wider blocks at patches 11 to 13, 128 planes").
+constexpr int WiderBufferedWeightsUpToPatch = 13;
+constexpr int WiderBufferedWeightWarps = 20;
+// Planes per block: the block's first s - 2 planes only start its sums along axis 2, so longer
+// marches share them more (128 instead of 64: 1.02x to 1.05x faster from patch 7 at 256^3, as fast
+// at patch 5, 1.04x faster on 32 x 32 x 2000 at patch 9; 256 is 1.01x to 1.02x faster again at
+// 256^3 from patch 7 but 1.03x slower at patch 5 and 1.05x on 32 x 32 x 2000).
+constexpr int BufferedWeightPlanes = 128;
+// Where a slab of BufferedWeightPlanes does not fit the memory budget, blocks of half as many planes
+// down to ThinnestBufferedWeightPlanes (ConfigurationThatFits) before the planner leaves the problem
+// to the other kernels.
+constexpr int ThinnestBufferedWeightPlanes = 64;
 // Resident threads per SM the weights pass's registers are budgeted for (__launch_bounds__ through
 // KernelConfig::MinBlocks), where measured (up to patch BufferedWeightsBudgetUpToPatch, blocks of at
 // most BufferedWeightWarps in float64): 1024 (64 registers) in single precision and in float64 up to
@@ -431,12 +445,16 @@ BufferedWeightsMinBlocks(const KernelConfig & c, const DeviceLimits & limits)
 /** The buffered-weights kernel's configuration: {warps, planes, shift pairs per batch} as forced
  * (Overrides::BufferedWeightsShape), else BufferedWeightWarps (WideBufferedWeightWarps from patch
  * WideBufferedWeightsFromPatch on: 1.39x faster at patch 11 and 1.38x at patch 13 in float64,
- * 1.03x at patch 11 in single precision, slower below), BufferedWeightPlanes and
- * BufferedWeightPairs; its registers budgeted by BufferedWeightsMinBlocks. */
+ * 1.03x at patch 11 in single precision, slower below; WiderBufferedWeightWarps in float64 up to
+ * patch WiderBufferedWeightsUpToPatch), BufferedWeightPlanes and BufferedWeightPairs; its registers
+ * budgeted by BufferedWeightsMinBlocks. */
 KernelConfig
 BufferedWeightsConfiguration(KernelConfig base, const DeviceLimits & limits, const Overrides & o)
 {
-  const int warps = base.PatchSize >= WideBufferedWeightsFromPatch ? WideBufferedWeightWarps : BufferedWeightWarps;
+  const bool       wider = !base.SinglePrecision && base.PatchSize <= WiderBufferedWeightsUpToPatch;
+  const int        warps = base.PatchSize < WideBufferedWeightsFromPatch ? BufferedWeightWarps
+                           : wider                                       ? WiderBufferedWeightWarps
+                                                                         : WideBufferedWeightWarps;
   std::vector<int> shape = { warps, BufferedWeightPlanes, BufferedWeightPairs };
   if (!o.BufferedWeightsShape.empty())
   {
@@ -995,6 +1013,16 @@ ConfigurationThatFits(const Problem &                                        p,
   if (chosen.WeightBatch == 0 || ThinnestSlabFits(p, chosen, limits))
   {
     return chosen;
+  }
+  KernelConfig thinner = chosen; // blocks of fewer planes, unless the shape is forced
+  const int    A = static_cast<int>(p.Dimension) - 1;
+  while (overrides.BufferedWeightsShape.empty() && thinner.Tile[A] / 2 >= ThinnestBufferedWeightPlanes)
+  {
+    thinner.Tile[A] /= 2;
+    if (ThinnestSlabFits(p, thinner, limits))
+    {
+      return thinner;
+    }
   }
   Overrides without = overrides;
   without.BufferedWeightsOff = true;

@@ -130,10 +130,11 @@ ThinnestSlabFits(const NonLocalMeansBackend::Problem & problem,
                  const KernelConfig &                  config,
                  const DeviceLimits &                  limits);
 
-/** What `choose` (ChooseConfiguration with these overrides, or a cache of it) gives, except that where
- * it is the buffered-weights kernel and not even its thinnest slab fits the memory budget (its
- * buffers grow with the planes along axes 0 and 1; a slab is 64 planes at least), what it gives
- * with that kernel off. */
+/** What `choose` (ChooseConfiguration with these overrides, or a cache of it) gives, except where it
+ * is the buffered-weights kernel and not even its thinnest slab fits the memory budget (its buffers
+ * grow with the planes along axes 0 and 1; a slab is a block's planes at least): then that kernel
+ * with blocks of half as many planes, down to 64, and where none fits (or its shape is forced),
+ * what it gives with that kernel off. */
 CudaNonLocalMeans_EXPORT KernelConfig
 ConfigurationThatFits(const NonLocalMeansBackend::Problem &                  problem,
                       const DeviceLimits &                                   limits,

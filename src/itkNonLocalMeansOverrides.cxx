@@ -231,7 +231,7 @@ ReadTuningSeams(Overrides & o)
     o.BufferedWeightsForced = buffered == "1";
   }
   else if (ParsePositiveList(buffered, o.BufferedWeightsShape) && o.BufferedWeightsShape.size() == 3 &&
-           o.BufferedWeightsShape[0] <= 16 && o.BufferedWeightsShape[1] <= 1024 && o.BufferedWeightsShape[2] <= 1024)
+           o.BufferedWeightsShape[0] <= 32 && o.BufferedWeightsShape[1] <= 1024 && o.BufferedWeightsShape[2] <= 1024)
   {
     o.BufferedWeightsForced = true;
   }
@@ -241,7 +241,7 @@ ReadTuningSeams(Overrides & o)
     Refuse(o,
            "CUDANONLOCALMEANS_BUFFERED_WEIGHTS",
            buffered,
-           "0, 1, auto or warps,planes,pairs (warps at most 16, planes and pairs at most 1024)");
+           "0, 1, auto or warps,planes,pairs (warps at most 32, planes and pairs at most 1024)");
   }
 
   const std::string tile = Variable("CUDANONLOCALMEANS_TILE");

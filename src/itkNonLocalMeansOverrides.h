@@ -79,7 +79,7 @@ struct Overrides
   std::vector<int> SharedRowsShape;
   bool             SharedRowsKernelOff{ false };
   /** CUDANONLOCALMEANS_BUFFERED_WEIGHTS=0|1|warps,planes,pairs: the 3D buffered-weights kernel off
-   * (0), or taken wherever it can serve (1), with a forced shape (warps per block, at most 16;
+   * (0), or taken wherever it can serve (1), with a forced shape (warps per block, at most 32;
    * planes per block and shift pairs per batch, at most 1024) when given ("" or auto: the planner's choice). */
   bool             BufferedWeightsOff{ false };
   bool             BufferedWeightsForced{ false };

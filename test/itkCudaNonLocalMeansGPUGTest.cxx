@@ -599,6 +599,7 @@ TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
     { "p7 d11 chosen", 7, 11, nullptr },
     { "p5 d6 chosen", 5, 6, nullptr },
     { "p9 d3 chosen", 9, 3, nullptr },
+    { "p11 d3 chosen", 11, 3, nullptr },
     { "p3 d4 forced", 3, 4, "1" },
     { "p5 d1 forced", 5, 1, "1" },
     { "p13 d2 forced", 13, 2, "1" },
@@ -613,6 +614,8 @@ TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
     // Rows in pairs in step 1 (float64, patch 9 on): an even number of rows (3,8,4), a last row
     // alone (the others) and warps with two pairs (2,16,40).
     { "p9 d4 shape 3,8,4", 9, 4, "3,8,4" },
+    // The widest block: 32 warps of 1024 threads (a last row alone at patch 11).
+    { "p11 d4 shape 32,16,3", 11, 4, "32,16,3" },
   };
   const auto floats = Image<F3>({ 45, 37, 29 }, 1, 91);
   const auto doubles = Image<D3>({ 33, 26, 23 }, 1, 92);
@@ -641,7 +644,7 @@ TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
   // A mask leaves the planner to the other kernels.
   const Params masked = With<3>({ 7, 11, 0.1, 0.05 }, doubles.GetPointer(), false, false, true, 95);
   ExpectTheCPUBackendsOutputFrom(doubles.GetPointer(), masked, "shared rows", "p7 d11 mask", "buffered");
-  // Slabs along axis 2 (whole blocks of 64 planes of the weights pass).
+  // Slabs along axis 2 (whole blocks of the weights pass: 64 planes, since 128 do not fit the budget).
   const auto deep = Image<F3>({ 40, 30, 150 }, 1, 96);
   Params     slabs{ 5, 7, 0.1, 0.05 };
   slabs.memory = 30000000;

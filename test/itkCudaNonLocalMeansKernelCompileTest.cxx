@@ -95,8 +95,12 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 3, 5, 3, 29, 16, 4, 1, 512, 1, false, false, false, false, 0, 17 },
     { 3, 1, 21, 21, 13, 16, 4, 1, 512, 1, true, true, false, false, 0, 17 },
     // The 3D buffered-weights kernel (large patches): {..., t0 = 32 - (s - 2), warps = t1, planes = t2}
-    { 3, 1, 7, 11, 27, 8, 64, 1, 256, 1, false, false, false, false, 0, 32 },
-    { 3, 1, 5, 6, 29, 8, 64, 1, 256, 1, true, true, false, false, 0, 33 },
+    // (128 planes as the planner chooses, 64 where memory is short; 20 warps at patch 11 in float64,
+    // and the widest forced block of 32)
+    { 3, 1, 7, 11, 27, 8, 128, 1, 256, 1, false, false, false, false, 0, 32 },
+    { 3, 1, 5, 6, 29, 8, 128, 1, 256, 1, true, true, false, false, 0, 33 },
+    { 3, 1, 11, 5, 23, 20, 128, 1, 640, 1, false, false, false, false, 0, 32 },
+    { 3, 1, 11, 4, 23, 32, 16, 1, 1024, 1, true, false, false, false, 0, 32 },
     { 3, 3, 9, 4, 25, 8, 64, 1, 256, 1, false, true, false, false, 0, 32 },
     { 3, 1, 7, 11, 27, 8, 64, 1, 256, 1, false, false, true, false, 0, 33 },
     { 3, 1, 21, 21, 13, 8, 64, 1, 256, 1, true, true, false, false, 0, 32 },

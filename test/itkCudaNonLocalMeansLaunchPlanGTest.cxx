@@ -304,9 +304,9 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
 TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloat64)
 {
   // Preferred for one channel in float64 from patch 5 and distance 3 on, in single precision from
-  // patch 7 and distance 3 on (8 warps per block, 16 from patch 11 on in both; registers budgeted
-  // for 1024 resident threads, in float64 768 at patches 8 and 9, one block of 16 warps in float64
-  // and beyond patch 13); not
+  // patch 7 and distance 3 on (8 warps per block, from patch 11 on 20 in float64 up to patch 13 and
+  // 16 otherwise; 128 planes per block; registers budgeted for 1024 resident threads, in float64 768
+  // at patches 8 and 9, one block in float64 from patch 11 and beyond patch 13); not
   // with channels, with a mask or a noise map, in 2D and 4D, or when switched off; forced with
   // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 or a shape wherever it can serve.
   const DeviceLimits h200 = RealDevices().back().Limits;
@@ -318,10 +318,10 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
         itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, patch, distance), h200, Overrides{});
       EXPECT_EQ(c.WeightBatch, 12) << c.Describe();
       EXPECT_EQ(c.Tile[0], 32 - (patch - 2)) << c.Describe();
-      EXPECT_EQ(c.Tile[1], patch >= 11 ? 16 : 8) << c.Describe();
+      EXPECT_EQ(c.Tile[1], patch >= 11 ? (patch <= 13 ? 20 : 16) : 8) << c.Describe();
       EXPECT_EQ(c.Tile[1] * 32, c.ThreadCount) << c.Describe();
       EXPECT_EQ(c.MinBlocks, patch <= 7 ? 4 : (patch <= 9 ? 3 : 1)) << c.Describe();
-      EXPECT_EQ(c.Tile[2], 64) << c.Describe();
+      EXPECT_EQ(c.Tile[2], 128) << c.Describe();
       EXPECT_FALSE(c.SharedRows || c.Rows > 0) << c.Describe();
       EXPECT_LE(c.SharedBytes(), 48u * 1024u) << "no opt-in needed: " << c.Describe();
     }
@@ -351,6 +351,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
     const KernelConfig c = itk::nlm::ChooseConfiguration(q, h200, Overrides{});
     EXPECT_EQ(c.WeightBatch, 12) << "single precision: " << c.Describe();
     EXPECT_EQ(c.Tile[1], patch >= 11 ? 16 : 8) << "single precision: " << c.Describe();
+    EXPECT_EQ(c.Tile[2], 128) << "single precision: " << c.Describe();
     EXPECT_EQ(c.MinBlocks, patch <= 9 ? 4 : (patch <= 13 ? 2 : 1)) << "single precision: " << c.Describe();
   }
   Problem                         masked = MakeProblem(3, { 64, 48, 40 }, 7, 11);
@@ -431,10 +432,33 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   ASSERT_EQ(dc.WeightBatch, 12);
   const LaunchPlan deepPlan = itk::nlm::PlanSlabs(deep, dc, h200);
   EXPECT_LE(deepPlan.SlabPlanes, 65535 * 4);
-  EXPECT_EQ(deepPlan.SlabPlanes % 64, 0);
+  EXPECT_EQ(deepPlan.SlabPlanes % dc.Tile[2], 0);
   EXPECT_EQ(deepPlan.Slabs, 2);
-  // Its buffers grow with the planes along axes 0 and 1: where not even a slab of 64 planes fits the
-  // memory budget, the planner takes what it would with the kernel off.
+  // Where a slab of 128 planes does not fit the memory budget, blocks of 64 planes; where not even
+  // those fit (its buffers grow with the planes along axes 0 and 1), or where the shape is forced,
+  // the planner takes what it would with the kernel off.
+  {
+    Problem q = MakeProblem(3, { 40, 30, 150 }, 5, 7);
+    q.MaximumGPUMemory = 30000000;
+    const auto         pick = [&h200, q](const Overrides & o) { return itk::nlm::ChooseConfiguration(q, h200, o); };
+    const KernelConfig chosen = pick(Overrides{});
+    ASSERT_EQ(chosen.Tile[2], 128) << chosen.Describe();
+    EXPECT_FALSE(itk::nlm::ThinnestSlabFits(q, chosen, h200));
+    const KernelConfig thinner = itk::nlm::ConfigurationThatFits(q, h200, Overrides{}, pick);
+    EXPECT_EQ(thinner.WeightBatch, 12) << thinner.Describe();
+    EXPECT_EQ(thinner.Tile[2], 64) << thinner.Describe();
+    EXPECT_EQ(thinner.Tile[1], chosen.Tile[1]) << thinner.Describe();
+    EXPECT_EQ(thinner.MinBlocks, chosen.MinBlocks) << thinner.Describe();
+    EXPECT_TRUE(itk::nlm::ThinnestSlabFits(q, thinner, h200));
+    const LaunchPlan slabs = itk::nlm::PlanSlabs(q, thinner, h200);
+    EXPECT_EQ(slabs.SlabPlanes % 64, 0);
+    EXPECT_GT(slabs.Slabs, 1);
+    Overrides shape128 = forced;
+    shape128.BufferedWeightsShape = { 8, 128, 12 };
+    EXPECT_EQ(itk::nlm::ConfigurationThatFits(q, h200, shape128, pick).WeightBatch, 0) << "a forced shape stays";
+    q.MaximumGPUMemory = 12000000;
+    EXPECT_EQ(itk::nlm::ConfigurationThatFits(q, h200, Overrides{}, pick).WeightBatch, 0) << "not even 64 planes fit";
+  }
   const auto choose = [&](const Problem & q) {
     return [&h200, q](const Overrides & o) { return itk::nlm::ChooseConfiguration(q, h200, o); };
   };

@@ -153,6 +153,12 @@ TEST(NonLocalMeansOverrides, TheBufferedWeightsKernelCanBeSwitchedAndShaped)
     EXPECT_FALSE(o.BufferedWeightsOff);
     EXPECT_EQ(o.BufferedWeightsShape, (std::vector<int>{ 16, 32, 24 }));
   }
+  {
+    const ScopedVariable shape("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "32,128,12");
+    const auto           o = itk::nlm::ReadOverrides();
+    EXPECT_EQ(o.Invalid, "") << "32 warps: a block of 1024 threads";
+    EXPECT_EQ(o.BufferedWeightsShape, (std::vector<int>{ 32, 128, 12 }));
+  }
   for (const char * value : { "0", "1", "auto", "" })
   {
     const ScopedVariable set("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", value);
@@ -162,7 +168,7 @@ TEST(NonLocalMeansOverrides, TheBufferedWeightsKernelCanBeSwitchedAndShaped)
     EXPECT_EQ(o.BufferedWeightsOff, std::string(value) == "0") << value;
     EXPECT_EQ(o.BufferedWeightsForced, std::string(value) == "1") << value;
   }
-  for (const char * junk : { "yes", "8,64", "8,64,12,1", "17,64,12", "8,1025,12", "8,64,1025", "8,0,12", "8,-1,12" })
+  for (const char * junk : { "yes", "8,64", "8,64,12,1", "33,64,12", "8,1025,12", "8,64,1025", "8,0,12", "8,-1,12" })
   {
     const ScopedVariable set("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", junk);
     const auto           o = itk::nlm::ReadOverrides();
