@@ -86,6 +86,7 @@ static_assert(!NLM_NOISE_MAP, "the buffered-weights kernel takes no noise map (t
 static_assert(T0 == 32 - EXT0 && T0 >= 1 && NW == T1 && NT % 32 == 0, "one warp per row of 32 - (s0 - 2) voxels");
 static_assert(PD0 == PD && PD1 == PD && PD2 == PD && O0 == O && O1 == O && O2 == O,
               "the same patch and distance on every axis");
+static_assert(!PAIRED_ROWS || WIN0 % 2 == 0, "rows in pairs sum pairs of terms: an odd (effective) patch size");
 
 /** The shifts of pair g: t0 of its first shift (the second is t0 + 1 where that is <= PD), t1, t2. */
 __device__ __forceinline__ void
