@@ -20,6 +20,7 @@ write_mha(f"{w}/g4.mha", (0.5 + 0.1 * r.standard_normal((6, 7, 8, 9))).astype(np
 write_mha(f"{w}/c3.mha", (0.5 + 0.1 * r.standard_normal((12, 14, 16, 2))).astype(np.float32), 2)
 write_mha(f"{w}/s3.mha", (0.5 + 0.1 * r.standard_normal((9, 10, 11))).astype(np.float64))
 write_mha(f"{w}/g2.mha", (0.5 + 0.1 * r.standard_normal((45, 37))).astype(np.float32))
+write_mha(f"{w}/w3.mha", (0.5 + 0.1 * r.standard_normal((6, 7, 150))).astype(np.float64))
 PY
 status=0
 run() { # tool, env, arguments...
@@ -90,6 +91,10 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=2,16,40" --input "$work/g3.mha" --patch-size 9 --patch-distance 2 --h 0.1
   run $tool "" --input "$work/g3.mha" --patch-size 11 --patch-distance 3 --h 0.1
   run $tool "CUDANONLOCALMEANS_BUFFERED_WEIGHTS=32,16,3" --input "$work/g3.mha" --patch-size 11 --patch-distance 2 --h 0.1
+  # Rows longer than a block of the gather (128 voxels along axis 0; a thread's voxels 32 apart), not
+  # whole blocks: chosen (patch 7, distance 5) and in single precision (patch 9, distance 3).
+  run $tool "" --input "$work/w3.mha" --patch-size 7 --patch-distance 5 --h 0.1 --sigma 0.05
+  run $tool "" --input "$work/w3.mha" --patch-size 9 --patch-distance 3 --h 0.1 --single-precision
   # The column kernel in 2D: chosen (patch 7, distance 11: the footprint in shared memory; patch 3
   # with 4 rows and 4 blocks per SM), the footprint forced into global memory, a forced shape.
   run $tool "" --input "$work/g2.mha" --patch-size 7 --patch-distance 11 --h 0.1 --sigma 0.05

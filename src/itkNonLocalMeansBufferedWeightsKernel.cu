@@ -71,9 +71,12 @@ constexpr int  SP = 2;                        // shifts per block
 constexpr int  ROW = itk::nlm::BufferedSumsRowStride(PAIRED_ROWS, sizeof(Real) == sizeof(float)); // cells per row
 constexpr int  BUFFER = SP * ROWS * ROW;                    // one buffer: both shifts
 constexpr int  GATHER_X = itk::nlm::BufferedGatherBlock[0]; // gather block: 32 x 8 threads,
-constexpr int  GATHER_Y = itk::nlm::BufferedGatherBlock[1]; // GATHER_Z voxels each
-constexpr int  GATHER_Z = itk::nlm::BufferedGatherBlock[2];
-constexpr int  GATHER_ROWS = 8; // rows of gather blocks per group (GatherBlock)
+constexpr int  GATHER_Y = itk::nlm::BufferedGatherBlock[1]; // GATHER_V voxels each along axis 0,
+constexpr int  GATHER_V = itk::nlm::BufferedGatherBlock[2]; // GATHER_X cells apart
+constexpr int  GATHER_ROWS = 8;                             // rows of gather blocks per group (GatherBlock)
+// The gather's registers: budgeted for 4 blocks per SM with one channel (64 registers, no spill at
+// sm_90; 3 blocks, at 72 registers, were 2 % to 3 % slower: BENCHMARKS.md), unbudgeted with more.
+constexpr int GATHER_MINBLOCKS = K == 1 ? 4 : 2;
 // Step 2's units of a thread: with an even number of warps, one shift (warp % 2) for two rows
 // (2 (warp / 2) and the next), whose sums along axis 1 read WIN1 + 1 rows of the buffer instead of
 // 2 WIN1 (shared memory's bandwidth is what the weights pass spends most: BENCHMARKS.md); with an
@@ -441,12 +444,12 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   }
 }
 
-/** The gather's block of voxels (bx, by, bz), in blocks of GATHER_X x GATHER_Y x GATHER_Z voxels, for
- * the launch's block: the blocks run in groups of GATHER_ROWS rows of blocks along axis 1, each group
- * plane by plane along axis 2 (axis 0 fastest), so that the blocks running at a time cover a compact
- * part of the region and the weights w(x - t, t) that a block reads are mostly those that its
- * neighbors along axes 1 and 2 have just read (L2 hits). The order of the blocks does not change
- * any sum: every voxel is one thread's. */
+/** The gather's block of voxels (bx, by, bz), in blocks of GATHER_X * GATHER_V x GATHER_Y voxels
+ * of one plane, for the launch's block: the blocks run in groups of GATHER_ROWS rows of blocks along
+ * axis 1, each group plane by plane along axis 2 (axis 0 fastest), so that the blocks running at a
+ * time cover a compact part of the region and the weights w(x - t, t) that a block reads are mostly
+ * those that its neighbors along axes 1 and 2 have just read (L2 hits). The order of the blocks does
+ * not change any sum: every voxel is one thread's. */
 __device__ __forceinline__ void
 GatherBlock(long long & bx, long long & by, long long & bz)
 {
@@ -461,54 +464,59 @@ GatherBlock(long long & bx, long long & by, long long & bz)
   bz = within / rows;
 }
 
-/** The gather: grid (ceil(n0 / 32), ceil(n1 / 8), ceil(n2 / 4)) of 32 x 8 threads (GatherBlock). */
+/** The gather: grid (ceil(n0 / (GATHER_X * GATHER_V)), ceil(n1 / GATHER_Y), n2) of GATHER_X x
+ * GATHER_Y threads (GatherBlock). A thread's voxels are GATHER_X cells apart along axis 0, so each of
+ * its loads for voxel q is the load for voxel 0 at an offset known at compile time. */
 extern "C" __global__ void
-__launch_bounds__(GATHER_X * GATHER_Y)
+__launch_bounds__(GATHER_X * GATHER_Y, GATHER_MINBLOCKS)
   nlm_gather(const Real * __restrict__ Y, TOut * __restrict__ out, itk::nlm::FastKernelParameters p)
 {
   long long bx, by, bz;
   GatherBlock(bx, by, bz);
   const long long n0 = p.outSize[0], n1 = p.outSize[1], n2 = p.outSize[2];
-  const long long x0 = bx * GATHER_X + threadIdx.x;
+  const long long x0 = bx * (GATHER_X * GATHER_V) + threadIdx.x; // voxel 0; voxel q is GATHER_X * q further
   const long long x1 = by * GATHER_Y + threadIdx.y;
-  const long long x2 = bz * GATHER_Z;
+  const long long x2 = bz;
   if (x0 >= n0 || x1 >= n1)
   {
     return;
   }
-  const long long fx = p.ySize[0], fxy = p.ySize[0] * p.ySize[1];
-  const long long w0 = p.weightSize[0], w01 = p.weightSize[0] * p.weightSize[1];
-  const long long slot = w01 * p.weightSize[2];
-  const long long voxels = n0 * n1 * n2;
-  Real *          acc = reinterpret_cast<Real *>(p.accumulators); // W, then R_k, each over the voxels
-  // This thread's voxels: plane x2 + q along axis 2 (those beyond the region repeat its last plane
-  // and are not stored), at these offsets from its first voxel's weight and cell.
-  const long long     voxel = x0 + n0 * (x1 + n1 * x2);
+  bool in[GATHER_V]; // whether voxel q is inside the region (voxel 0 is)
+#pragma unroll
+  for (int q = 0; q < GATHER_V; ++q)
+  {
+    in[q] = x0 + q * GATHER_X < n0;
+  }
+  const long long     fx = p.ySize[0], fxy = p.ySize[0] * p.ySize[1];
+  const long long     w0 = p.weightSize[0], w01 = p.weightSize[0] * p.weightSize[1];
+  const long long     slot = w01 * p.weightSize[2];
+  const long long     voxels = n0 * n1 * n2;
+  Real *              acc = reinterpret_cast<Real *>(p.accumulators) + x0 + n0 * (x1 + n1 * x2); // W, then R_k
   const WeightStore * weight =
     reinterpret_cast<const WeightStore *>(p.weights) + (x0 + PD) + (x1 + PD) * w0 + (x2 + PD) * w01;
   const Real * cell = Y + ((x0 + E) + (x1 + E) * fx + (x2 + E) * fxy) * K;
-  long long    planeOffset[GATHER_Z];
-  Real         ws[GATHER_Z], rs[GATHER_Z][K];
+  Real         ws[GATHER_V], rs[GATHER_V][K];
 #pragma unroll
-  for (int q = 0; q < GATHER_Z; ++q)
+  for (int q = 0; q < GATHER_V; ++q)
   {
-    planeOffset[q] = min(static_cast<long long>(q), n2 - 1 - x2);
-    ws[q] = p.firstBatch ? 0 : acc[voxel + planeOffset[q] * n0 * n1];
+    const bool start = p.firstBatch || !in[q];
+    ws[q] = start ? 0 : acc[q * GATHER_X];
 #pragma unroll
     for (int k = 0; k < K; ++k)
     {
-      rs[q][k] = p.firstBatch ? 0 : acc[(1 + k) * voxels + voxel + planeOffset[q] * n0 * n1];
+      rs[q][k] = start ? 0 : acc[(1 + k) * voxels + q * GATHER_X];
     }
   }
   // A pair at a time: the loads of both shifts are issued before their terms are added (the gather
   // waits on device memory). A pair with one shift loads its first shift twice and adds it once.
+  // Voxels outside the region load nothing and add zeros (they are not stored).
 #pragma unroll 1
   for (long long j = 0; j < p.pairs; ++j)
   {
     int t0, t1, t2;
     PairShifts(p.firstPair + j, t0, t1, t2);
     const bool second = t0 + 1 <= PD;
-    Real       w1[SP][GATHER_Z], w2[SP][GATHER_Z], y1[SP][GATHER_Z][K], y2[SP][GATHER_Z][K];
+    Real       w1[SP][GATHER_V], w2[SP][GATHER_V], y1[SP][GATHER_V][K], y2[SP][GATHER_V][K];
 #pragma unroll
     for (int v = 0; v < SP; ++v)
     {
@@ -524,16 +532,15 @@ __launch_bounds__(GATHER_X * GATHER_Y)
       const Real *        firstY = cell + (targetFirst ? -tY : tY);
       const Real *        secondY = cell + (targetFirst ? tY : -tY);
 #pragma unroll
-      for (int q = 0; q < GATHER_Z; ++q)
+      for (int q = 0; q < GATHER_V; ++q)
       {
-        const long long qW = planeOffset[q] * w01, qY = planeOffset[q] * fxy * K;
-        w1[v][q] = Unpack(firstW[qW]);
-        w2[v][q] = Unpack(secondW[qW]);
+        w1[v][q] = in[q] ? Unpack(firstW[q * GATHER_X]) : Real(0);
+        w2[v][q] = in[q] ? Unpack(secondW[q * GATHER_X]) : Real(0);
 #pragma unroll
         for (int k = 0; k < K; ++k)
         {
-          y1[v][q][k] = Value(firstY[qY + k]);
-          y2[v][q][k] = Value(secondY[qY + k]);
+          y1[v][q][k] = in[q] ? Value(firstY[q * GATHER_X * K + k]) : Real(0);
+          y2[v][q][k] = in[q] ? Value(secondY[q * GATHER_X * K + k]) : Real(0);
         }
       }
     }
@@ -545,7 +552,7 @@ __launch_bounds__(GATHER_X * GATHER_Y)
         break;
       }
 #pragma unroll
-      for (int q = 0; q < GATHER_Z; ++q)
+      for (int q = 0; q < GATHER_V; ++q)
       {
         ws[q] = (ws[q] + w1[v][q]) + w2[v][q];
 #pragma unroll
@@ -556,29 +563,29 @@ __launch_bounds__(GATHER_X * GATHER_Y)
       }
     }
   }
+  const long long voxel = x0 + n0 * (x1 + n1 * x2);
 #pragma unroll
-  for (int q = 0; q < GATHER_Z; ++q)
+  for (int q = 0; q < GATHER_V; ++q)
   {
-    if (x2 + q >= n2)
+    if (!in[q])
     {
       continue;
     }
-    const long long v = voxel + q * n0 * n1;
     if (p.lastBatch)
     {
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
-        out[v * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[q][k], ws[q], p.bias)));
+        out[(voxel + q * GATHER_X) * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[q][k], ws[q], p.bias)));
       }
     }
     else
     {
-      acc[v] = ws[q];
+      acc[q * GATHER_X] = ws[q];
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
-        acc[(1 + k) * voxels + v] = rs[q][k];
+        acc[(1 + k) * voxels + q * GATHER_X] = rs[q][k];
       }
     }
   }

@@ -70,7 +70,10 @@ struct PadKernelParameters
 };
 
 /** The buffered-weights kernel's gather: threads per block along axes 0 and 1, and voxels per
- * thread along axis 2. */
+ * thread along axis 0, BufferedGatherBlock[0] cells apart (so that a thread's loads for its voxels
+ * are its warp's loads that many cells further: offsets known at compile time). A block covers
+ * BufferedGatherBlock[0] * BufferedGatherBlock[2] voxels along axis 0, BufferedGatherBlock[1] along
+ * axis 1 and one plane along axis 2. */
 constexpr int BufferedGatherBlock[3] = { 32, 8, 4 };
 
 /** The buffered-weights kernel's weights pass: whether step 1 takes its rows in pairs (a lane sums

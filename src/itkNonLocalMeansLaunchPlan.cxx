@@ -1052,8 +1052,8 @@ PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & l
   long long       slab = (layers + std::max(1LL, minimumSlabs) - 1) / std::max(1LL, minimumSlabs) * tileA;
   if (config.WeightBatch > 0)
   {
-    // The buffered-weights gather's grid: BufferedGatherBlock[2] planes per block along axis 2.
-    slab = std::min(slab, MostGridBlocksYZ * BufferedGatherBlock[2] / tileA * tileA);
+    // The buffered-weights gather's grid: one plane per block along axis 2.
+    slab = std::min(slab, MostGridBlocksYZ / tileA * tileA);
   }
   while (slab > tileA && SlabBytes(p, config, plan.TileSpan, A, slab) > plan.MemoryBudget)
   {

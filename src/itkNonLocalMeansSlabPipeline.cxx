@@ -324,12 +324,13 @@ SlabPipeline::LaunchBatch(const KernelChunk & chunk, FastKernelParameters & para
                                     m_Run.KernelStream,
                                     args,
                                     nullptr));
-  const auto & n = parameters.outSize;
+  const auto &    n = parameters.outSize;
+  const long long gatherX = BufferedGatherBlock[0] * BufferedGatherBlock[2]; // voxels of a block along axis 0
   ITK_NLM_CUDA_CHECK(m_Run.Driver,
                      cuLaunchKernel(m_Run.Module.Gather,
-                                    static_cast<unsigned>((n[0] + BufferedGatherBlock[0] - 1) / BufferedGatherBlock[0]),
+                                    static_cast<unsigned>((n[0] + gatherX - 1) / gatherX),
                                     static_cast<unsigned>((n[1] + BufferedGatherBlock[1] - 1) / BufferedGatherBlock[1]),
-                                    static_cast<unsigned>((n[2] + BufferedGatherBlock[2] - 1) / BufferedGatherBlock[2]),
+                                    static_cast<unsigned>(n[2]),
                                     static_cast<unsigned>(BufferedGatherBlock[0]),
                                     static_cast<unsigned>(BufferedGatherBlock[1]),
                                     1,

@@ -649,6 +649,16 @@ TEST(CudaNonLocalMeansGPU, TheBufferedWeightsKernelEqualsTheCPUBackendBitwise)
   Params     slabs{ 5, 7, 0.1, 0.05 };
   slabs.memory = 30000000;
   ExpectTheCPUBackendsOutputFrom(deep.GetPointer(), slabs, "buffered weights", "40x30x150 in slabs", " 1 slab(s)");
+  // Rows longer than a block of the gather (128 voxels along axis 0, a thread's voxels 32 apart) and
+  // not whole blocks, so that some threads have voxels on both sides of the row's end.
+  const auto wide = Image<D3>({ 173, 9, 8 }, 1, 97);
+  SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "1");
+  ExpectTheCPUBackendsOutputFrom(wide.GetPointer(), Params{ 7, 4, 0.1, 0.05 }, "buffered weights", "173x9x8 p7 d4");
+  ExpectTheCPUBackendsOutputFrom(wide.GetPointer(),
+                                 With<3>({ 5, 3, 0.1, 0.05 }, wide.GetPointer(), true, false, false, 98),
+                                 "buffered weights",
+                                 "173x9x8 p5 d3 Rician");
+  SetEnv("CUDANONLOCALMEANS_BUFFERED_WEIGHTS", nullptr);
 }
 
 TEST(CudaNonLocalMeansGPU, TheExtensionsEqualTheCPUBackendBitwise)
