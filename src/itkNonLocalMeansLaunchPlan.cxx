@@ -86,6 +86,16 @@ constexpr int WideBufferedWeightWarps = 16;
 // of 16 warps stay 1.05x faster (BENCHMARKS.md "Wider blocks at patches 11 to 13, 128 planes").
 constexpr int WiderBufferedWeightsUpToPatch = 13;
 constexpr int WiderBufferedWeightWarps = 20;
+// In float64 at patch BalancedBufferedWeightsPatch, BalancedBufferedWeightWarps with registers for
+// BufferedWeightsBalancedThreads (2 blocks of 320 threads, 96 registers): step 1's 19 rows are 10
+// units (9 pairs of rows and a row alone), one per warp, where 20 warps have 15 units and 5 warps
+// wait at the barrier, and two blocks fill each other's barrier waits. 1.08x faster than one block
+// of 20 warps at patch 11, distances 3 and 5; at patch 13 level (its 21 rows are 11 units for 10
+// warps); 12 warps in 2 blocks (85 registers) 1.07x slower (BENCHMARKS.md "The gather's voxels
+// along axis 0").
+constexpr int BalancedBufferedWeightsPatch = 11;
+constexpr int BalancedBufferedWeightWarps = 10;
+constexpr int BufferedWeightsBalancedThreads = 640;
 // Planes per block: the block's first s - 2 planes only start its sums along axis 2, so longer
 // marches share them more (128 instead of 64: 1.02x to 1.05x faster from patch 7 at 256^3, as fast
 // at patch 5, 1.04x faster on 32 x 32 x 2000 at patch 9; 256 is 1.01x to 1.02x faster again at
@@ -422,12 +432,19 @@ BufferedWeightsPreferred(const KernelConfig & base, const Overrides & o)
 }
 
 /** The blocks per SM that the buffered-weights kernel's weights pass budgets its registers for
- * (BufferedWeightsLeanThreads and BufferedWeightsWideThreads), as many as shared memory holds. */
+ * (BufferedWeightsBalancedThreads, BufferedWeightsLeanThreads and BufferedWeightsWideThreads), as
+ * many as shared memory holds. */
 int
 BufferedWeightsMinBlocks(const KernelConfig & c, const DeviceLimits & limits)
 {
   int threads = c.ThreadCount; // one block: no budget
-  if (c.PatchSize <= BufferedWeightsBudgetUpToPatch && (c.SinglePrecision || c.ThreadCount <= 32 * BufferedWeightWarps))
+  if (!c.SinglePrecision && c.PatchSize == BalancedBufferedWeightsPatch &&
+      c.ThreadCount <= 32 * BalancedBufferedWeightWarps)
+  {
+    threads = BufferedWeightsBalancedThreads;
+  }
+  else if (c.PatchSize <= BufferedWeightsBudgetUpToPatch &&
+           (c.SinglePrecision || c.ThreadCount <= 32 * BufferedWeightWarps))
   {
     if (c.SinglePrecision || c.PatchSize <= BufferedWeightsLeanUpToPatch)
     {
@@ -446,13 +463,16 @@ BufferedWeightsMinBlocks(const KernelConfig & c, const DeviceLimits & limits)
  * (Overrides::BufferedWeightsShape), else BufferedWeightWarps (WideBufferedWeightWarps from patch
  * WideBufferedWeightsFromPatch on: 1.39x faster at patch 11 and 1.38x at patch 13 in float64,
  * 1.03x at patch 11 in single precision, slower below; WiderBufferedWeightWarps in float64 up to
- * patch WiderBufferedWeightsUpToPatch), BufferedWeightPlanes and BufferedWeightPairs; its registers
+ * patch WiderBufferedWeightsUpToPatch, BalancedBufferedWeightWarps in float64 at patch
+ * BalancedBufferedWeightsPatch), BufferedWeightPlanes and BufferedWeightPairs; its registers
  * budgeted by BufferedWeightsMinBlocks. */
 KernelConfig
 BufferedWeightsConfiguration(KernelConfig base, const DeviceLimits & limits, const Overrides & o)
 {
   const bool       wider = !base.SinglePrecision && base.PatchSize <= WiderBufferedWeightsUpToPatch;
+  const bool       balanced = !base.SinglePrecision && base.PatchSize == BalancedBufferedWeightsPatch;
   const int        warps = base.PatchSize < WideBufferedWeightsFromPatch ? BufferedWeightWarps
+                           : balanced                                    ? BalancedBufferedWeightWarps
                            : wider                                       ? WiderBufferedWeightWarps
                                                                          : WideBufferedWeightWarps;
   std::vector<int> shape = { warps, BufferedWeightPlanes, BufferedWeightPairs };
