@@ -90,9 +90,9 @@ constexpr int WiderBufferedWeightWarps = 20;
 // BufferedWeightsBalancedThreads (2 blocks of 320 threads, 96 registers): step 1's 19 rows are 10
 // units (9 pairs of rows and a row alone), one per warp, where 20 warps have 15 units and 5 warps
 // wait at the barrier, and two blocks fill each other's barrier waits. 1.08x faster than one block
-// of 20 warps at patch 11, distances 3 and 5; at patch 13 level (its 21 rows are 11 units for 10
-// warps); 12 warps in 2 blocks (85 registers) 1.07x slower (BENCHMARKS.md "The gather's voxels
-// along axis 0").
+// of 20 warps at patch 11, distances 3 to 11; at patch 13 level (its 21 rows are 11 units for 10
+// warps); 12 warps in 2 blocks (85 registers) 1.07x slower; in single precision (16 warps in 2
+// blocks) 10 warps are level (BENCHMARKS.md "The gather's voxels along axis 0").
 constexpr int BalancedBufferedWeightsPatch = 11;
 constexpr int BalancedBufferedWeightWarps = 10;
 constexpr int BufferedWeightsBalancedThreads = 640;
