@@ -75,7 +75,8 @@ constexpr int  GATHER_Y = itk::nlm::BufferedGatherBlock[1]; // GATHER_V voxels e
 constexpr int  GATHER_V = itk::nlm::BufferedGatherBlock[2]; // GATHER_X cells apart
 constexpr int  GATHER_ROWS = 8;                             // rows of gather blocks per group (GatherBlock)
 // The gather's registers: budgeted for 4 blocks per SM with one channel (64 registers, no spill at
-// sm_90; 3 blocks, at 72 registers, were 2 % to 3 % slower: BENCHMARKS.md), unbudgeted with more.
+// sm_90; 3 blocks, at 72 registers, were 2 % to 3 % slower: BENCHMARKS.md), for 2 with more (123 to
+// 128 registers at 2 to 4 channels).
 constexpr int GATHER_MINBLOCKS = K == 1 ? 4 : 2;
 // Step 2's units of a thread: with an even number of warps, one shift (warp % 2) for two rows
 // (2 (warp / 2) and the next), whose sums along axis 1 read WIN1 + 1 rows of the buffer instead of
@@ -444,7 +445,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   }
 }
 
-/** The gather's block of voxels (bx, by, bz), in blocks of GATHER_X * GATHER_V x GATHER_Y voxels
+/** The gather's block of voxels (bx, by, bz), in blocks of BufferedGatherVoxels0 x GATHER_Y voxels
  * of one plane, for the launch's block: the blocks run in groups of GATHER_ROWS rows of blocks along
  * axis 1, each group plane by plane along axis 2 (axis 0 fastest), so that the blocks running at a
  * time cover a compact part of the region and the weights w(x - t, t) that a block reads are mostly
@@ -464,7 +465,7 @@ GatherBlock(long long & bx, long long & by, long long & bz)
   bz = within / rows;
 }
 
-/** The gather: grid (ceil(n0 / (GATHER_X * GATHER_V)), ceil(n1 / GATHER_Y), n2) of GATHER_X x
+/** The gather: grid (ceil(n0 / BufferedGatherVoxels0), ceil(n1 / GATHER_Y), n2) of GATHER_X x
  * GATHER_Y threads (GatherBlock). A thread's voxels are GATHER_X cells apart along axis 0, so each of
  * its loads for voxel q is the load for voxel 0 at an offset known at compile time. */
 extern "C" __global__ void
@@ -474,7 +475,7 @@ __launch_bounds__(GATHER_X * GATHER_Y, GATHER_MINBLOCKS)
   long long bx, by, bz;
   GatherBlock(bx, by, bz);
   const long long n0 = p.outSize[0], n1 = p.outSize[1], n2 = p.outSize[2];
-  const long long x0 = bx * (GATHER_X * GATHER_V) + threadIdx.x; // voxel 0; voxel q is GATHER_X * q further
+  const long long x0 = bx * itk::nlm::BufferedGatherVoxels0 + threadIdx.x; // voxel 0; voxel q is GATHER_X * q further
   const long long x1 = by * GATHER_Y + threadIdx.y;
   const long long x2 = bz;
   if (x0 >= n0 || x1 >= n1)

@@ -75,6 +75,8 @@ struct PadKernelParameters
  * BufferedGatherBlock[0] * BufferedGatherBlock[2] voxels along axis 0, BufferedGatherBlock[1] along
  * axis 1 and one plane along axis 2. */
 constexpr int BufferedGatherBlock[3] = { 32, 8, 4 };
+/** Voxels a gather block covers along axis 0 (the gather's grid along axis 0 counts these). */
+constexpr int BufferedGatherVoxels0 = BufferedGatherBlock[0] * BufferedGatherBlock[2];
 
 /** The buffered-weights kernel's weights pass: whether step 1 takes its rows in pairs (a lane sums
  * two neighboring cells of one row: half the shuffles, for a swap between lanes and selects). Where

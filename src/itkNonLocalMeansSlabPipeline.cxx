@@ -324,11 +324,10 @@ SlabPipeline::LaunchBatch(const KernelChunk & chunk, FastKernelParameters & para
                                     m_Run.KernelStream,
                                     args,
                                     nullptr));
-  const auto &    n = parameters.outSize;
-  const long long gatherX = BufferedGatherBlock[0] * BufferedGatherBlock[2]; // voxels of a block along axis 0
+  const auto & n = parameters.outSize;
   ITK_NLM_CUDA_CHECK(m_Run.Driver,
                      cuLaunchKernel(m_Run.Module.Gather,
-                                    static_cast<unsigned>((n[0] + gatherX - 1) / gatherX),
+                                    static_cast<unsigned>((n[0] + BufferedGatherVoxels0 - 1) / BufferedGatherVoxels0),
                                     static_cast<unsigned>((n[1] + BufferedGatherBlock[1] - 1) / BufferedGatherBlock[1]),
                                     static_cast<unsigned>(n[2]),
                                     static_cast<unsigned>(BufferedGatherBlock[0]),
