@@ -307,9 +307,8 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
   // patch 7 and distance 3 on (8 warps per block, from patch 11 on 16, in float64 20 up to patch 13
   // and 10 at patch 11; 128 planes per block; registers budgeted for 1024 resident threads, in
   // float64 768 at patches 8 and 9, 640 (2 blocks) at patch 11, one block in float64 at patch 13
-  // and beyond patch 13); not
-  // with channels, with a mask or a noise map, in 2D and 4D, or when switched off; forced with
-  // CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 or a shape wherever it can serve.
+  // and beyond patch 13); not with channels, with a mask or a noise map, in 2D and 4D, or when
+  // switched off; forced with CUDANONLOCALMEANS_BUFFERED_WEIGHTS=1 or a shape wherever it can serve.
   const DeviceLimits h200 = RealDevices().back().Limits;
   for (int patch : { 5, 7, 9, 11, 13, 21 })
   {
