@@ -189,6 +189,179 @@ WeightsBlock(int & pair, long long & tile, long long & zBlock)
   zBlock = rest / gridDim.x;
 }
 
+/** Moves the rows' pointers `step` cells on (a plane along axis 2). */
+__device__ __forceinline__ void
+StepRows(const Real * (&row)[UNITS_PER_WARP][UNIT_ROWS], long long step)
+{
+#pragma unroll
+  for (int i = 0; i < UNITS_PER_WARP; ++i)
+  {
+#pragma unroll
+    for (int h = 0; h < UNIT_ROWS; ++h)
+    {
+      row[i][h] += step;
+    }
+  }
+}
+
+/** The cells of a plane's units of this warp, from the units' row pointers: Y(y) and Y(y + t) of
+ * both shifts (`tOff`: t in cells), per row of the unit. */
+__device__ __forceinline__ void
+LoadUnitCells(const Real * const (&row)[UNITS_PER_WARP][UNIT_ROWS],
+              const long long (&tOff)[SP],
+              int warp,
+              Real (&cells)[UNITS_PER_WARP][UNIT_ROWS][K],
+              Real (&shifted)[UNITS_PER_WARP][UNIT_ROWS][SP][K])
+{
+#pragma unroll
+  for (int i = 0; i < UNITS_PER_WARP; ++i)
+  {
+    if (!HasUnit(warp, i))
+    {
+      continue;
+    }
+#pragma unroll
+    for (int h = 0; h < UNIT_ROWS; ++h)
+    {
+      if (h > 0 && !IsPair(warp, i))
+      {
+        break;
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        cells[i][h][k] = row[i][h][k];
+#pragma unroll
+        for (int v = 0; v < SP; ++v)
+        {
+          shifted[i][h][v][k] = row[i][h][tOff[v] + k];
+        }
+      }
+    }
+  }
+}
+
+/** Step 1's patch terms of this lane's cells of a plane for both shifts (contract 2.3: D), from
+ * the cells Y(y) and Y(y + t) of this warp's units. */
+__device__ __forceinline__ void
+PatchTerms(const Real (&cells)[UNITS_PER_WARP][UNIT_ROWS][K],
+           const Real (&shifted)[UNITS_PER_WARP][UNIT_ROWS][SP][K],
+           Real noise,
+           int  warp,
+           Real (&d)[UNITS_PER_WARP][UNIT_ROWS][SP])
+{
+#pragma unroll
+  for (int i = 0; i < UNITS_PER_WARP; ++i)
+  {
+    if (!HasUnit(warp, i))
+    {
+      continue;
+    }
+#pragma unroll
+    for (int h = 0; h < UNIT_ROWS; ++h)
+    {
+      if (h > 0 && !IsPair(warp, i))
+      {
+        break;
+      }
+#pragma unroll
+      for (int v = 0; v < SP; ++v)
+      {
+        Real acc = 0;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+        {
+          const Real diff = cells[i][h][k] - shifted[i][h][v][k];
+          acc = (k == 0) ? diff * diff : acc + diff * diff;
+        }
+        d[i][h][v] = acc - noise;
+      }
+    }
+  }
+}
+
+/** Step 1 for a row: the sums along axis 0 of its terms `d` for both shifts (contract 2.3: the sum
+ * over j0 ascending; the terms of the next lanes by shuffles) into row `r` of `buffer`. */
+__device__ __forceinline__ void
+SumRowAlongAxis0(const Real (&d)[SP], Real * buffer, int r, int lane)
+{
+#pragma unroll
+  for (int v = 0; v < SP; ++v)
+  {
+    Real a = d[v];
+#pragma unroll
+    for (int j = 1; j < WIN0; ++j)
+    {
+      a = a + __shfl_down_sync(0xffffffffu, d[v], j);
+    }
+    buffer[v * ROWS * ROW + r * ROW + lane] = a;
+  }
+}
+
+/** Step 1 for a warp's unit i, a pair of rows, whose terms of this lane's cell are `first` and
+ * `second`: the swap, then the sums along axis 0 of this lane's two cells into their row of
+ * `buffer` (the first row of the pair for even lanes, the second for odd ones: `odd`). */
+__device__ __forceinline__ void
+SumPairAlongAxis0(const Real (&first)[SP], const Real (&second)[SP], Real * buffer, int warp, int i, int odd, int lane)
+{
+  const int r = UnitRow(warp, i) + odd; // the row of this lane's two cells
+#pragma unroll
+  for (int v = 0; v < SP; ++v)
+  {
+    // The swap: the terms of this lane's cells (lane & ~1) and (lane | 1) of row r.
+    const Real received = __shfl_xor_sync(0xffffffffu, odd ? first[v] : second[v], 1);
+    const Real lo = odd ? received : first[v];
+    const Real hi = odd ? second[v] : received;
+    // Cell lane & ~1 sums lo, hi and the pairs of the next lanes of its parity; cell lane | 1
+    // hi, those pairs and the first term of one pair more (WIN0 is even).
+    Real a = lo + hi, b = hi;
+#pragma unroll
+    for (int j = 1; j < WIN0 / 2; ++j)
+    {
+      const Real nextLo = __shfl_down_sync(0xffffffffu, lo, 2 * j);
+      const Real nextHi = __shfl_down_sync(0xffffffffu, hi, 2 * j);
+      a = a + nextLo;
+      a = a + nextHi;
+      b = b + nextLo;
+      b = b + nextHi;
+    }
+    b = b + __shfl_down_sync(0xffffffffu, lo, WIN0);
+    StorePair(buffer + v * ROWS * ROW + r * ROW + (lane & ~1), a, b);
+  }
+}
+
+/** Step 2: the sum along axis 1 of the sums along axis 0 from `a` (of a column of the buffer)
+ * on, the newest plane of the ring of the last WIN2 planes' sums (slot WIN2 - 1). */
+__device__ __forceinline__ void
+PushSumAlongAxis1(const Real * a, Real (&ring)[WIN2])
+{
+  Real b = a[0];
+#pragma unroll
+  for (int j = 1; j < WIN1; ++j)
+  {
+    b = b + a[j * ROW];
+  }
+#pragma unroll
+  for (int j = 0; j + 1 < WIN2; ++j)
+  {
+    ring[j] = ring[j + 1];
+  }
+  ring[WIN2 - 1] = b;
+}
+
+/** Step 2: the sum along axis 2 of the ring, the oldest plane first: the patch sum of a voxel. */
+__device__ __forceinline__ Real
+SumAlongAxis2(const Real (&ring)[WIN2])
+{
+  Real raw = ring[0];
+#pragma unroll
+  for (int j = 1; j < WIN2; ++j)
+  {
+    raw = raw + ring[j];
+  }
+  return raw;
+}
+
 /** The weights pass: grid (weightTiles[0] * weightTiles[1], weightTiles[2], pairs). */
 extern "C" __global__ void
 __launch_bounds__(NT, NLM_MINBLOCKS)
@@ -272,86 +445,24 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 
   // The cells of a plane's units: Y(y) and Y(y + t) of both shifts, per row of the unit.
   Real cells[UNITS_PER_WARP][UNIT_ROWS][K], shifted[UNITS_PER_WARP][UNIT_ROWS][SP][K];
-  auto load = [&]() {
-#pragma unroll
-    for (int i = 0; i < UNITS_PER_WARP; ++i)
-    {
-      if (!HasUnit(warp, i))
-      {
-        continue;
-      }
-#pragma unroll
-      for (int h = 0; h < UNIT_ROWS; ++h)
-      {
-        if (h > 0 && !IsPair(warp, i))
-        {
-          break;
-        }
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-        {
-          cells[i][h][k] = row[i][h][k];
-#pragma unroll
-          for (int v = 0; v < SP; ++v)
-          {
-            shifted[i][h][v][k] = row[i][h][tOff[v] + k];
-          }
-        }
-      }
-    }
-  };
   // The ring of the last WIN2 planes' sums along axis 1 of step 2's units, the newest in slot WIN2 - 1.
   // (A march unrolled by WIN2 planes, whose ring is renamed rather than moved, compiles 0.3 to 0.6 s
   // longer and is at most 2% faster in float64, 8% to 15% slower in single precision: BENCHMARKS.md.)
   Real ring[STEP2_UNITS][WIN2];
-  load();
+  LoadUnitCells(row, tOff, warp, cells, shifted);
 #pragma unroll 1
   for (int pl = 0; pl < planes; ++pl)
   {
-    // Step 1: the sums along axis 0 of the plane's rows for both shifts (contract 2.3: D, then
-    // the sum over j0 ascending), then the next plane's cells.
+    // Step 1: the patch terms of the plane's rows for both shifts (contract 2.3: D), the next
+    // plane's cells (their loads in flight while the terms are summed), then the sums along axis 0
+    // (the sum over j0 ascending) of each unit of this warp.
     Real d[UNITS_PER_WARP][UNIT_ROWS][SP];
-#pragma unroll
-    for (int i = 0; i < UNITS_PER_WARP; ++i)
-    {
-      if (!HasUnit(warp, i))
-      {
-        continue;
-      }
-#pragma unroll
-      for (int h = 0; h < UNIT_ROWS; ++h)
-      {
-        if (h > 0 && !IsPair(warp, i))
-        {
-          break;
-        }
-#pragma unroll
-        for (int v = 0; v < SP; ++v)
-        {
-          Real acc = 0;
-#pragma unroll
-          for (int k = 0; k < K; ++k)
-          {
-            const Real diff = cells[i][h][k] - shifted[i][h][v][k];
-            acc = (k == 0) ? diff * diff : acc + diff * diff;
-          }
-          d[i][h][v] = acc - noise;
-        }
-      }
-    }
+    PatchTerms(cells, shifted, noise, warp, d);
     if (NextPlaneStep(zFirst + pl + 1, zLo, zHi))
     {
-#pragma unroll
-      for (int i = 0; i < UNITS_PER_WARP; ++i)
-      {
-#pragma unroll
-        for (int h = 0; h < UNIT_ROWS; ++h)
-        {
-          row[i][h] += fxy * K;
-        }
-      }
+      StepRows(row, fxy * K);
     }
-    load();
+    LoadUnitCells(row, tOff, warp, cells, shifted);
     Real * buffer = sums + (pl % 2) * BUFFER;
 #pragma unroll
     for (int i = 0; i < UNITS_PER_WARP; ++i)
@@ -360,44 +471,13 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       {
         continue;
       }
-      if (!IsPair(warp, i))
+      if (IsPair(warp, i))
       {
-#pragma unroll
-        for (int v = 0; v < SP; ++v)
-        {
-          Real a = d[i][0][v];
-#pragma unroll
-          for (int j = 1; j < WIN0; ++j)
-          {
-            a = a + __shfl_down_sync(0xffffffffu, d[i][0][v], j);
-          }
-          buffer[v * ROWS * ROW + UnitRow(warp, i) * ROW + lane] = a;
-        }
-        continue;
+        SumPairAlongAxis0(d[i][0], d[i][UNIT_ROWS - 1], buffer, warp, i, odd, lane);
       }
-      const int r = UnitRow(warp, i) + odd; // the row of this lane's two cells
-#pragma unroll
-      for (int v = 0; v < SP; ++v)
+      else
       {
-        // The swap: the terms of this lane's cells (lane & ~1) and (lane | 1) of row r.
-        const Real received = __shfl_xor_sync(0xffffffffu, odd ? d[i][0][v] : d[i][UNIT_ROWS - 1][v], 1);
-        const Real lo = odd ? received : d[i][0][v];
-        const Real hi = odd ? d[i][UNIT_ROWS - 1][v] : received;
-        // Cell lane & ~1 sums lo, hi and the pairs of the next lanes of its parity; cell lane | 1
-        // hi, those pairs and the first term of one pair more (WIN0 is even).
-        Real a = lo + hi, b = hi;
-#pragma unroll
-        for (int j = 1; j < WIN0 / 2; ++j)
-        {
-          const Real nextLo = __shfl_down_sync(0xffffffffu, lo, 2 * j);
-          const Real nextHi = __shfl_down_sync(0xffffffffu, hi, 2 * j);
-          a = a + nextLo;
-          a = a + nextHi;
-          b = b + nextLo;
-          b = b + nextHi;
-        }
-        b = b + __shfl_down_sync(0xffffffffu, lo, WIN0);
-        StorePair(buffer + v * ROWS * ROW + r * ROW + (lane & ~1), a, b);
+        SumRowAlongAxis0(d[i][0], buffer, UnitRow(warp, i), lane);
       }
     }
     __syncthreads();
@@ -407,19 +487,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
     for (int u = 0; u < STEP2_UNITS; ++u)
     {
-      const Real * a = buffer + Step2Shift(warp, u) * ROWS * ROW + Step2Row(warp, u) * ROW + lane;
-      Real         b = a[0];
-#pragma unroll
-      for (int j = 1; j < WIN1; ++j)
-      {
-        b = b + a[j * ROW];
-      }
-#pragma unroll
-      for (int j = 0; j + 1 < WIN2; ++j)
-      {
-        ring[u][j] = ring[u][j + 1];
-      }
-      ring[u][WIN2 - 1] = b;
+      PushSumAlongAxis1(buffer + Step2Shift(warp, u) * ROWS * ROW + Step2Row(warp, u) * ROW + lane, ring[u]);
     }
     if (pl >= EXT2)
     {
@@ -427,14 +495,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int u = 0; u < STEP2_UNITS; ++u)
       {
-        Real raw = ring[u][0]; // the oldest plane first
-#pragma unroll
-        for (int j = 1; j < WIN2; ++j)
-        {
-          raw = raw + ring[u][j];
-        }
-        const WeightStore w =
-          ScaledWeight(raw, norm, invNorm, p.negScale, (Step2Shift(warp, u) == 0) ? (t0 == 0) : false);
+        const WeightStore w = ScaledWeight(
+          SumAlongAxis2(ring[u]), norm, invNorm, p.negScale, (Step2Shift(warp, u) == 0) ? (t0 == 0) : false);
         if (store[u] && inPlane)
         {
           weights[(u == 0) ? 0 : unit1] = w;
@@ -463,6 +525,118 @@ GatherBlock(long long & bx, long long & by, long long & bz)
   bx = blockIdx.x;
   by = y0 + within % rows;
   bz = within / rows;
+}
+
+/** The gather's sums of this thread's voxels so far: W and R_k (contract 2.5) from the
+ * accumulators `acc` (voxel q GATHER_X cells further; R_k `voxels` further per k), or zeros for the
+ * first batch and for voxels outside the region. */
+__device__ __forceinline__ void
+LoadAccumulators(const Real * acc,
+                 long long    voxels,
+                 bool         firstBatch,
+                 const bool (&in)[GATHER_V],
+                 Real (&ws)[GATHER_V],
+                 Real (&rs)[GATHER_V][K])
+{
+#pragma unroll
+  for (int q = 0; q < GATHER_V; ++q)
+  {
+    const bool start = firstBatch || !in[q];
+    ws[q] = start ? 0 : acc[q * GATHER_X];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      rs[q][k] = start ? 0 : acc[(1 + k) * voxels + q * GATHER_X];
+    }
+  }
+}
+
+/** The terms of one shift of a pair for this thread's voxels: the weights and values of the first
+ * and second terms from `firstW`, `secondW`, `firstY` and `secondY` (at this thread's voxel 0).
+ * Voxels outside the region load nothing and get zeros. */
+__device__ __forceinline__ void
+LoadTerms(const WeightStore * firstW,
+          const WeightStore * secondW,
+          const Real *        firstY,
+          const Real *        secondY,
+          const bool (&in)[GATHER_V],
+          Real (&w1)[GATHER_V],
+          Real (&w2)[GATHER_V],
+          Real (&y1)[GATHER_V][K],
+          Real (&y2)[GATHER_V][K])
+{
+#pragma unroll
+  for (int q = 0; q < GATHER_V; ++q)
+  {
+    w1[q] = in[q] ? Unpack(firstW[q * GATHER_X]) : Real(0);
+    w2[q] = in[q] ? Unpack(secondW[q * GATHER_X]) : Real(0);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      y1[q][k] = in[q] ? Value(firstY[q * GATHER_X * K + k]) : Real(0);
+      y2[q][k] = in[q] ? Value(secondY[q * GATHER_X * K + k]) : Real(0);
+    }
+  }
+}
+
+/** Adds one shift's two terms to the sums of this thread's voxels, in the contract's order. */
+__device__ __forceinline__ void
+AddShiftTerms(const Real (&w1)[GATHER_V],
+              const Real (&w2)[GATHER_V],
+              const Real (&y1)[GATHER_V][K],
+              const Real (&y2)[GATHER_V][K],
+              Real (&ws)[GATHER_V],
+              Real (&rs)[GATHER_V][K])
+{
+#pragma unroll
+  for (int q = 0; q < GATHER_V; ++q)
+  {
+    ws[q] = (ws[q] + w1[q]) + w2[q];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      rs[q][k] = (rs[q][k] + w1[q] * y1[q][k]) + w2[q] * y2[q][k];
+    }
+  }
+}
+
+/** After a batch: the sums of this thread's voxels inside the region back to the accumulators, or
+ * after the last batch the output of the voxels (`voxel`: voxel 0's index). */
+__device__ __forceinline__ void
+StoreAccumulatorsOrOutput(const itk::nlm::FastKernelParameters & p,
+                          TOut *                                 out,
+                          Real *                                 acc,
+                          long long                              voxel,
+                          long long                              voxels,
+                          const bool (&in)[GATHER_V],
+                          const Real (&ws)[GATHER_V],
+                          const Real (&rs)[GATHER_V][K])
+{
+#pragma unroll
+  for (int q = 0; q < GATHER_V; ++q)
+  {
+    if (!in[q])
+    {
+      continue;
+    }
+    if (p.lastBatch)
+    {
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        out[(voxel + q * GATHER_X) * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[q][k], ws[q], p.bias)));
+      }
+    }
+    else
+    {
+      acc[q * GATHER_X] = ws[q];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        acc[(1 + k) * voxels + q * GATHER_X] = rs[q][k];
+      }
+    }
+  }
 }
 
 /** The gather: grid (ceil(n0 / BufferedGatherVoxels0), ceil(n1 / GATHER_Y), n2) of GATHER_X x
@@ -497,17 +671,7 @@ __launch_bounds__(GATHER_X * GATHER_Y, GATHER_MINBLOCKS)
     reinterpret_cast<const WeightStore *>(p.weights) + (x0 + PD) + (x1 + PD) * w0 + (x2 + PD) * w01;
   const Real * cell = Y + ((x0 + E) + (x1 + E) * fx + (x2 + E) * fxy) * K;
   Real         ws[GATHER_V], rs[GATHER_V][K];
-#pragma unroll
-  for (int q = 0; q < GATHER_V; ++q)
-  {
-    const bool start = p.firstBatch || !in[q];
-    ws[q] = start ? 0 : acc[q * GATHER_X];
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-    {
-      rs[q][k] = start ? 0 : acc[(1 + k) * voxels + q * GATHER_X];
-    }
-  }
+  LoadAccumulators(acc, voxels, p.firstBatch, in, ws, rs);
   // A pair at a time: the loads of both shifts are issued before their terms are added (the gather
   // waits on device memory). A pair with one shift loads its first shift twice and adds it once.
   // Voxels outside the region load nothing and add zeros (they are not stored).
@@ -532,18 +696,7 @@ __launch_bounds__(GATHER_X * GATHER_Y, GATHER_MINBLOCKS)
       const WeightStore * secondW = targetFirst ? w : w - tW;
       const Real *        firstY = cell + (targetFirst ? -tY : tY);
       const Real *        secondY = cell + (targetFirst ? tY : -tY);
-#pragma unroll
-      for (int q = 0; q < GATHER_V; ++q)
-      {
-        w1[v][q] = in[q] ? Unpack(firstW[q * GATHER_X]) : Real(0);
-        w2[v][q] = in[q] ? Unpack(secondW[q * GATHER_X]) : Real(0);
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-        {
-          y1[v][q][k] = in[q] ? Value(firstY[q * GATHER_X * K + k]) : Real(0);
-          y2[v][q][k] = in[q] ? Value(secondY[q * GATHER_X * K + k]) : Real(0);
-        }
-      }
+      LoadTerms(firstW, secondW, firstY, secondY, in, w1[v], w2[v], y1[v], y2[v]);
     }
 #pragma unroll
     for (int v = 0; v < SP; ++v)
@@ -552,42 +705,8 @@ __launch_bounds__(GATHER_X * GATHER_Y, GATHER_MINBLOCKS)
       {
         break;
       }
-#pragma unroll
-      for (int q = 0; q < GATHER_V; ++q)
-      {
-        ws[q] = (ws[q] + w1[v][q]) + w2[v][q];
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-        {
-          rs[q][k] = (rs[q][k] + w1[v][q] * y1[v][q][k]) + w2[v][q] * y2[v][q][k];
-        }
-      }
+      AddShiftTerms(w1[v], w2[v], y1[v], y2[v], ws, rs);
     }
   }
-  const long long voxel = x0 + n0 * (x1 + n1 * x2);
-#pragma unroll
-  for (int q = 0; q < GATHER_V; ++q)
-  {
-    if (!in[q])
-    {
-      continue;
-    }
-    if (p.lastBatch)
-    {
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-      {
-        out[(voxel + q * GATHER_X) * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[q][k], ws[q], p.bias)));
-      }
-    }
-    else
-    {
-      acc[q * GATHER_X] = ws[q];
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-      {
-        acc[(1 + k) * voxels + q * GATHER_X] = rs[q][k];
-      }
-    }
-  }
+  StoreAccumulatorsOrOutput(p, out, acc, x0 + n0 * (x1 + n1 * x2), voxels, in, ws, rs);
 }
