@@ -125,6 +125,258 @@ Gather(int                 tid,
   }
 }
 
+/** Pass A by warp rows (ROWS): the sums along axis 0 of the patch terms of the rows of bufA (the
+ * weight box along axis 0, extended by the patch along the other used axes: L1 x L2 x L3 rows of
+ * dLen terms; this lane's cell of the first row is Y's cell rowCell from Yt). One warp per row,
+ * warp-strided; lane l holds the term at l and takes its right neighbours' terms by shuffles, in the
+ * contract's order. */
+__device__ __forceinline__ void
+PassAByRows(const Real * Yt,
+            const Real * S2t,
+            Index        tOff,
+            Real         noise,
+            Index        rowCell,
+            Index        ys1,
+            Index        ys2,
+            Index        ys3,
+            int          dLen,
+            int          w0len,
+            int          L1,
+            int          L2,
+            int          L3,
+            int          warp,
+            int          lane,
+            Real *       bufA)
+{
+  // Rows r = i1 + L1 * (i2 + L2 * i3), warp-strided; the indices are advanced, not divided.
+  int i1 = warp;
+  int i2 = 0;
+  int i3 = 0;
+  while (i1 >= L1)
+  {
+    i1 -= L1;
+    if (++i2 == L2)
+    {
+      i2 = 0;
+      ++i3;
+    }
+  }
+  const Real * rowBase = Yt + rowCell * K;
+  const bool   loads = lane < dLen;
+  const bool   stores = lane < w0len;
+  while (i3 < L3)
+  {
+    const Index  cell = i1 * ys1 + i2 * ys2 + i3 * ys3;
+    const Real * y = rowBase + cell * K;
+    const Real   term = loads ? PatchTerm(y, S2t + (rowCell + cell), tOff, noise) : Real(0);
+    Real         acc = term;
+#pragma unroll
+    for (int j = 1; j < WIN0; ++j)
+    {
+      acc = acc + __shfl_down_sync(0xffffffffu, term, j);
+    }
+    if (stores)
+    {
+      bufA[lane + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2] = acc;
+    }
+    i1 += NWARPS;
+    while (i1 >= L1)
+    {
+      i1 -= L1;
+      if (++i2 == L2)
+      {
+        i2 = 0;
+        ++i3;
+      }
+    }
+  }
+}
+
+/** Pass A by cells: each thread evaluates the sums along axis 0 of the patch terms of its cells of
+ * bufA (L1, L2, L3 as for PassAByRows; its cell (0, 0, 0, 0) is Y's cell (w0lo - O0 + 1, o1, o2,
+ * o3) from Yt). */
+__device__ __forceinline__ void
+PassAByCells(const Real * Yt,
+             const Real * S2t,
+             Index        tOff,
+             Real         noise,
+             Index        ys1,
+             Index        ys2,
+             Index        ys3,
+             int          o1,
+             int          o2,
+             int          o3,
+             int          w0lo,
+             int          w0len,
+             int          L1,
+             int          L2,
+             int          L3,
+             int          tid,
+             Real *       bufA)
+{
+  for (int f = tid; f < MA0 * MA1 * MA2 * MA3; f += NT)
+  {
+    const int i0 = f % MA0;
+    const int i1 = (f / MA0) % MA1;
+    const int i2 = (f / (MA0 * MA1)) % MA2;
+    const int i3 = f / (MA0 * MA1 * MA2);
+    if (i0 >= w0len || i1 >= L1 || i2 >= L2 || i3 >= L3)
+    {
+      continue;
+    }
+    const Index  cell = (o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O0 + 1 + i0);
+    const Real * y = Yt + cell * K;
+    const Real * s2 = S2t + cell;
+    Real         acc = PatchTerm(y, s2, tOff, noise);
+#pragma unroll
+    for (int j = 1; j < WIN0; ++j)
+    {
+      acc = acc + PatchTerm(y + j * K, s2 + j, tOff, noise);
+    }
+    bufA[f] = acc;
+  }
+}
+
+/** 2D pass B: the sums along axis 1 of bufA, and the weights of the w0len x w1len box into bufW. */
+__device__ __forceinline__ void
+PassB2D(const Real * bufA, int w0len, int w1len, Real norm, Real invNorm, bool half, int tid, WeightStore * bufW)
+{
+  for (int f = tid; f < MW0 * MW1; f += NT)
+  {
+    const int i0 = f % MW0;
+    const int i1 = f / MW0;
+    if (i0 >= w0len || i1 >= w1len)
+    {
+      continue;
+    }
+    const Real * a = bufA + i0 + i1 * MA0;
+    Real         acc = a[0];
+#pragma unroll
+    for (int j = 1; j < WIN1; ++j)
+    {
+      acc = acc + a[j * MA0];
+    }
+    bufW[i0 + i1 * MW0] = Weight(acc, norm, invNorm, half);
+  }
+}
+
+/** 4D pass B: the sums along axis 1 of bufA, from shared memory, into bufB. */
+__device__ __forceinline__ void
+PassB4D(const Real * bufA, int w0len, int w1len, int L2, int L3, int tid, Real * bufB)
+{
+  for (int f = tid; f < MW0 * MW1 * MA2 * MA3; f += NT)
+  {
+    const int i0 = f % MW0;
+    const int q = f / MW0;
+    const int i1 = q % MW1;
+    const int i2 = (q / MW1) % MA2;
+    const int i3 = q / (MW1 * MA2);
+    if (i0 >= w0len || i1 >= w1len || i2 >= L2 || i3 >= L3)
+    {
+      continue;
+    }
+    const Real * a = bufA + i0 + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2;
+    Real         acc = a[0];
+#pragma unroll
+    for (int j = 1; j < WIN1; ++j)
+    {
+      acc = acc + a[j * MA0];
+    }
+    bufB[i0 + i1 * MW0 + i2 * MW0 * MW1 + i3 * MW0 * MW1 * MA2] = acc;
+  }
+}
+
+/** 4D pass C: the sums along axis 2 of bufB from shared memory, along axis 3 in registers, and the
+ * weights of the w0len x w1len x w2len x (L3 - EXT3) box into bufW. */
+__device__ __forceinline__ void
+PassC4D(const Real *  bufB,
+        int           w0len,
+        int           w1len,
+        int           w2len,
+        int           L3,
+        Real          norm,
+        Real          invNorm,
+        bool          half,
+        int           tid,
+        WeightStore * bufW)
+{
+  for (int f = tid; f < MW0 * MW1 * MW2; f += NT)
+  {
+    const int i0 = f % MW0;
+    const int i1 = (f / MW0) % MW1;
+    const int i2 = f / (MW0 * MW1);
+    if (i0 >= w0len || i1 >= w1len || i2 >= w2len)
+    {
+      continue;
+    }
+    const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
+    WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
+    Real          ring[WIN3 > 0 ? WIN3 : 1];
+    for (int i3 = 0; i3 < L3; ++i3)
+    {
+      Real acc = b[i3 * MW0 * MW1 * MA2];
+#pragma unroll
+      for (int j = 1; j < WIN2; ++j)
+      {
+        acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
+      }
+#pragma unroll
+      for (int j = 0; j + 1 < WIN3; ++j)
+      {
+        ring[j] = ring[j + 1];
+      }
+      ring[WIN3 - 1] = acc;
+      if (i3 >= EXT3)
+      {
+        Real raw = ring[0];
+#pragma unroll
+        for (int j = 1; j < WIN3; ++j)
+        {
+          raw = raw + ring[j];
+        }
+        w[(i3 - EXT3) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
+      }
+    }
+  }
+}
+
+/** Normalises the thread's voxels inside the output region and stores them (the tile's first voxel
+ * is `lo`; S2t is sigma^2 at it with a noise map). */
+__device__ __forceinline__ void
+StoreOutput(const itk::nlm::FastKernelParameters & p,
+            const long long (&lo)[4],
+            int          tid,
+            const Real * S2t,
+            Index        ys1,
+            Index        ys2,
+            Index        ys3,
+            const Real (&ws)[VPT],
+            const Real (&rs)[VPT][K],
+            TOut * out)
+{
+#pragma unroll
+  for (int v = 0; v < VPT; ++v)
+  {
+    int x0, x1, x2, x3;
+    VoxelOf(tid, v, x0, x1, x2, x3);
+    const long long g0 = lo[0] + x0;
+    const long long g1 = lo[1] + x1;
+    const long long g2 = lo[2] + x2;
+    const long long g3 = lo[3] + x3;
+    if (g0 < p.outSize[0] && g1 < p.outSize[1] && g2 < p.outSize[2] && g3 < p.outSize[3])
+    {
+      const long long o = g0 + p.outSize[0] * (g1 + p.outSize[1] * (g2 + p.outSize[2] * g3));
+      // The Rician bias: 2 sigma^2, at the voxel with a noise map.
+      const Real bias = NLM_NOISE_MAP ? Real(2) * S2t[x0 + x1 * ys1 + x2 * ys2 + x3 * ys3] : static_cast<Real>(p.bias);
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        out[o * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[v][k], ws[v], bias)));
+      }
+    }
+  }
+}
+
 } // namespace
 
 extern "C" __global__ void
@@ -222,98 +474,31 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
             const int dLen = w0len + EXT0; // patch terms per row
             if (ROWS)
             {
-              // One warp per row; lane l holds the term at l and takes its right neighbours' terms
-              // by shuffles, in the contract's order.
-              // Rows r = i1 + L1 * (i2 + L2 * i3), warp-strided; the indices are advanced, not divided.
-              int i1 = warp;
-              int i2 = 0;
-              int i3 = 0;
-              while (i1 >= L1)
-              {
-                i1 -= L1;
-                if (++i2 == L2)
-                {
-                  i2 = 0;
-                  ++i3;
-                }
-              }
-              const Index  rowCell = o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O0 + 1 + lane);
-              const Real * rowBase = Yt + rowCell * K;
-              const bool   loads = lane < dLen;
-              const bool   stores = lane < w0len;
-              while (i3 < L3)
-              {
-                const Index  cell = i1 * ys1 + i2 * ys2 + i3 * ys3;
-                const Real * y = rowBase + cell * K;
-                const Real   term = loads ? PatchTerm(y, S2t + (rowCell + cell), tOff, noise) : Real(0);
-                Real         acc = term;
-#pragma unroll
-                for (int j = 1; j < WIN0; ++j)
-                {
-                  acc = acc + __shfl_down_sync(0xffffffffu, term, j);
-                }
-                if (stores)
-                {
-                  bufA[lane + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2] = acc;
-                }
-                i1 += NWARPS;
-                while (i1 >= L1)
-                {
-                  i1 -= L1;
-                  if (++i2 == L2)
-                  {
-                    i2 = 0;
-                    ++i3;
-                  }
-                }
-              }
+              PassAByRows(Yt,
+                          S2t,
+                          tOff,
+                          noise,
+                          o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O0 + 1 + lane),
+                          ys1,
+                          ys2,
+                          ys3,
+                          dLen,
+                          w0len,
+                          L1,
+                          L2,
+                          L3,
+                          warp,
+                          lane,
+                          bufA);
             }
             else
             {
-              // Each thread evaluates the terms of its cell.
-              for (int f = tid; f < MA0 * MA1 * MA2 * MA3; f += NT)
-              {
-                const int i0 = f % MA0;
-                const int i1 = (f / MA0) % MA1;
-                const int i2 = (f / (MA0 * MA1)) % MA2;
-                const int i3 = f / (MA0 * MA1 * MA2);
-                if (i0 >= w0len || i1 >= L1 || i2 >= L2 || i3 >= L3)
-                {
-                  continue;
-                }
-                const Index  cell = (o1 + i1) * ys1 + (o2 + i2) * ys2 + (o3 + i3) * ys3 + (w0lo - O0 + 1 + i0);
-                const Real * y = Yt + cell * K;
-                const Real * s2 = S2t + cell;
-                Real         acc = PatchTerm(y, s2, tOff, noise);
-#pragma unroll
-                for (int j = 1; j < WIN0; ++j)
-                {
-                  acc = acc + PatchTerm(y + j * K, s2 + j, tOff, noise);
-                }
-                bufA[f] = acc;
-              }
+              PassAByCells(Yt, S2t, tOff, noise, ys1, ys2, ys3, o1, o2, o3, w0lo, w0len, L1, L2, L3, tid, bufA);
             }
             __syncthreads();
             if (DIM == 2)
             {
-              // Pass B: along axis 1, and the weights.
-              for (int f = tid; f < MW0 * MW1; f += NT)
-              {
-                const int i0 = f % MW0;
-                const int i1 = f / MW0;
-                if (i0 >= w0len || i1 >= w1len)
-                {
-                  continue;
-                }
-                const Real * a = bufA + i0 + i1 * MA0;
-                Real         acc = a[0];
-#pragma unroll
-                for (int j = 1; j < WIN1; ++j)
-                {
-                  acc = acc + a[j * MA0];
-                }
-                bufW[i0 + i1 * MW0] = Weight(acc, norm, invNorm, half);
-              }
+              PassB2D(bufA, w0len, w1len, norm, invNorm, half, tid, bufW);
             }
             else if (DIM == 3)
             {
@@ -362,67 +547,9 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
             }
             else
             {
-              // 4D. Pass B: along axis 1, from shared memory.
-              for (int f = tid; f < MW0 * MW1 * MA2 * MA3; f += NT)
-              {
-                const int i0 = f % MW0;
-                const int q = f / MW0;
-                const int i1 = q % MW1;
-                const int i2 = (q / MW1) % MA2;
-                const int i3 = q / (MW1 * MA2);
-                if (i0 >= w0len || i1 >= w1len || i2 >= L2 || i3 >= L3)
-                {
-                  continue;
-                }
-                const Real * a = bufA + i0 + i1 * MA0 + i2 * MA0 * MA1 + i3 * MA0 * MA1 * MA2;
-                Real         acc = a[0];
-#pragma unroll
-                for (int j = 1; j < WIN1; ++j)
-                {
-                  acc = acc + a[j * MA0];
-                }
-                bufB[i0 + i1 * MW0 + i2 * MW0 * MW1 + i3 * MW0 * MW1 * MA2] = acc;
-              }
+              PassB4D(bufA, w0len, w1len, L2, L3, tid, bufB);
               __syncthreads();
-              // Pass C: along axis 2 from shared memory, along axis 3 in registers, and the weights.
-              for (int f = tid; f < MW0 * MW1 * MW2; f += NT)
-              {
-                const int i0 = f % MW0;
-                const int i1 = (f / MW0) % MW1;
-                const int i2 = f / (MW0 * MW1);
-                if (i0 >= w0len || i1 >= w1len || i2 >= w2len)
-                {
-                  continue;
-                }
-                const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
-                WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
-                Real          ring[WIN3 > 0 ? WIN3 : 1];
-                for (int i3 = 0; i3 < L3; ++i3)
-                {
-                  Real acc = b[i3 * MW0 * MW1 * MA2];
-#pragma unroll
-                  for (int j = 1; j < WIN2; ++j)
-                  {
-                    acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
-                  }
-#pragma unroll
-                  for (int j = 0; j + 1 < WIN3; ++j)
-                  {
-                    ring[j] = ring[j + 1];
-                  }
-                  ring[WIN3 - 1] = acc;
-                  if (i3 >= EXT3)
-                  {
-                    Real raw = ring[0];
-#pragma unroll
-                    for (int j = 1; j < WIN3; ++j)
-                    {
-                      raw = raw + ring[j];
-                    }
-                    w[(i3 - EXT3) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
-                  }
-                }
-              }
+              PassC4D(bufB, w0len, w1len, w2len, L3, norm, invNorm, half, tid, bufW);
             }
             __syncthreads();
           }
@@ -442,26 +569,5 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     }
   }
 
-  // Normalise and store the voxels inside the output region.
-#pragma unroll
-  for (int v = 0; v < VPT; ++v)
-  {
-    int x0, x1, x2, x3;
-    VoxelOf(tid, v, x0, x1, x2, x3);
-    const long long g0 = lo[0] + x0;
-    const long long g1 = lo[1] + x1;
-    const long long g2 = lo[2] + x2;
-    const long long g3 = lo[3] + x3;
-    if (g0 < p.outSize[0] && g1 < p.outSize[1] && g2 < p.outSize[2] && g3 < p.outSize[3])
-    {
-      const long long o = g0 + p.outSize[0] * (g1 + p.outSize[1] * (g2 + p.outSize[2] * g3));
-      // The Rician bias: 2 sigma^2, at the voxel with a noise map.
-      const Real bias = NLM_NOISE_MAP ? Real(2) * S2t[x0 + x1 * ys1 + x2 * ys2 + x3 * ys3] : static_cast<Real>(p.bias);
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-      {
-        out[o * K + k] = static_cast<TOut>(static_cast<TIn>(Output(rs[v][k], ws[v], bias)));
-      }
-    }
-  }
+  StoreOutput(p, lo, tid, S2t, ys1, ys2, ys3, ws, rs, out);
 }
