@@ -80,6 +80,42 @@ struct RuntimeOrder
 };
 constexpr bool RUNTIME_ORDER = S >= 5;
 
+/** Copies the block's footprint (FX x FY x FZ cells of K values from `footprint`, a cell of the
+ * padded input of p.ySize) into shared memory F. */
+__device__ __forceinline__ void
+CopyFootprint(const Real * footprint, const itk::nlm::FastKernelParameters & p, Real * F)
+{
+  const Index ys1 = static_cast<Index>(p.ySize[0]);
+  const Index ys2 = ys1 * static_cast<Index>(p.ySize[1]);
+  for (int f = threadIdx.x; f < FXY * FZ; f += NT)
+  {
+    const int   x = f % FX;
+    const int   y = (f / FX) % FY;
+    const int   z = f / FXY;
+    const Index at = (x + y * ys1 + z * ys2) * K;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+    {
+      F[f * K + k] = footprint[at + k];
+    }
+  }
+}
+
+/** Adds a voxel's two terms of a shift, the centre term (weight wc, value yc) and the target term
+ * (wt, yt), to its sums: the target term first when `first` (t lexicographically positive). */
+__device__ __forceinline__ void
+AddPairOfTerms(bool first, Real wc, Real wt, const Real (&yc)[K], const Real (&yt)[K], Real & ws, Real (&rs)[K])
+{
+  const Real w1 = first ? wt : wc;
+  const Real w2 = first ? wc : wt;
+  ws = (ws + w1) + w2;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+  {
+    rs[k] = (rs[k] + w1 * (first ? yt[k] : yc[k])) + w2 * (first ? yc[k] : yt[k]);
+  }
+}
+
 } // namespace
 
 extern "C" __global__ void
@@ -110,20 +146,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   const Index fz = FLAT ? fx : fxy; // the stride of the march
   if (!GLOBAL)
   {
-    const Index ys1 = static_cast<Index>(p.ySize[0]);
-    const Index ys2 = ys1 * static_cast<Index>(p.ySize[1]);
-    for (int f = threadIdx.x; f < FXY * FZ; f += NT)
-    {
-      const int   x = f % FX;
-      const int   y = (f / FX) % FY;
-      const int   z = f / FXY;
-      const Index at = (x + y * ys1 + z * ys2) * K;
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-      {
-        F[f * K + k] = footprint[at + k];
-      }
-    }
+    CopyFootprint(footprint, p, F);
     __syncthreads();
   }
 
@@ -261,15 +284,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
           }
           // The first and the second term (the target term first when t is lexicographically
           // positive): a choice made at compile time, or at run time (one copy of the shift).
-          const bool first = order.TargetFirst();
-          const Real w1 = first ? wt : wc;
-          const Real w2 = first ? wc : wt;
-          ws[r][q] = (ws[r][q] + w1) + w2;
-#pragma unroll
-          for (int k = 0; k < K; ++k)
-          {
-            rs[r][q][k] = (rs[r][q][k] + w1 * (first ? yt[k] : yc[k])) + w2 * (first ? yc[k] : yt[k]);
-          }
+          AddPairOfTerms(order.TargetFirst(), wc, wt, yc, yt, ws[r][q], rs[r][q]);
         }
       }
     }
