@@ -286,60 +286,6 @@ PassB4D(const Real * bufA, int w0len, int w1len, int L2, int L3, int tid, Real *
   }
 }
 
-/** 4D pass C: the sums along axis 2 of bufB from shared memory, along axis 3 in registers, and the
- * weights of the w0len x w1len x w2len x (L3 - EXT3) box into bufW. */
-__device__ __forceinline__ void
-PassC4D(const Real *  bufB,
-        int           w0len,
-        int           w1len,
-        int           w2len,
-        int           L3,
-        Real          norm,
-        Real          invNorm,
-        bool          half,
-        int           tid,
-        WeightStore * bufW)
-{
-  for (int f = tid; f < MW0 * MW1 * MW2; f += NT)
-  {
-    const int i0 = f % MW0;
-    const int i1 = (f / MW0) % MW1;
-    const int i2 = f / (MW0 * MW1);
-    if (i0 >= w0len || i1 >= w1len || i2 >= w2len)
-    {
-      continue;
-    }
-    const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
-    WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
-    Real          ring[WIN3 > 0 ? WIN3 : 1];
-    for (int i3 = 0; i3 < L3; ++i3)
-    {
-      Real acc = b[i3 * MW0 * MW1 * MA2];
-#pragma unroll
-      for (int j = 1; j < WIN2; ++j)
-      {
-        acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
-      }
-#pragma unroll
-      for (int j = 0; j + 1 < WIN3; ++j)
-      {
-        ring[j] = ring[j + 1];
-      }
-      ring[WIN3 - 1] = acc;
-      if (i3 >= EXT3)
-      {
-        Real raw = ring[0];
-#pragma unroll
-        for (int j = 1; j < WIN3; ++j)
-        {
-          raw = raw + ring[j];
-        }
-        w[(i3 - EXT3) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
-      }
-    }
-  }
-}
-
 /** Normalises the thread's voxels inside the output region and stores them (the tile's first voxel
  * is `lo`; S2t is sigma^2 at it with a noise map). */
 __device__ __forceinline__ void
@@ -549,7 +495,45 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
             {
               PassB4D(bufA, w0len, w1len, L2, L3, tid, bufB);
               __syncthreads();
-              PassC4D(bufB, w0len, w1len, w2len, L3, norm, invNorm, half, tid, bufW);
+              // Pass C: along axis 2 from shared memory, along axis 3 in registers, and the weights.
+              for (int f = tid; f < MW0 * MW1 * MW2; f += NT)
+              {
+                const int i0 = f % MW0;
+                const int i1 = (f / MW0) % MW1;
+                const int i2 = f / (MW0 * MW1);
+                if (i0 >= w0len || i1 >= w1len || i2 >= w2len)
+                {
+                  continue;
+                }
+                const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
+                WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
+                Real          ring[WIN3 > 0 ? WIN3 : 1];
+                for (int i3 = 0; i3 < L3; ++i3)
+                {
+                  Real acc = b[i3 * MW0 * MW1 * MA2];
+#pragma unroll
+                  for (int j = 1; j < WIN2; ++j)
+                  {
+                    acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
+                  }
+#pragma unroll
+                  for (int j = 0; j + 1 < WIN3; ++j)
+                  {
+                    ring[j] = ring[j + 1];
+                  }
+                  ring[WIN3 - 1] = acc;
+                  if (i3 >= EXT3)
+                  {
+                    Real raw = ring[0];
+#pragma unroll
+                    for (int j = 1; j < WIN3; ++j)
+                    {
+                      raw = raw + ring[j];
+                    }
+                    w[(i3 - EXT3) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
+                  }
+                }
+              }
             }
             __syncthreads();
           }
