@@ -122,6 +122,12 @@ IsPair(int warp, int i)
 {
   return (i + 1) * NW <= PAIRS || (i * NW < PAIRS && warp + i * NW < PAIRS);
 }
+/** Whether a warp's unit i has a row h: a unit it has, and its second row only where it is a pair. */
+__device__ __forceinline__ bool
+HasRow(int warp, int i, int h)
+{
+  return HasUnit(warp, i) && (h == 0 || IsPair(warp, i));
+}
 /** The first row of a warp's unit i. */
 __device__ __forceinline__ int
 UnitRow(int warp, int i)
@@ -216,16 +222,12 @@ LoadUnitCells(const Real * const (&row)[UNITS_PER_WARP][UNIT_ROWS],
 #pragma unroll
   for (int i = 0; i < UNITS_PER_WARP; ++i)
   {
-    if (!HasUnit(warp, i))
-    {
-      continue;
-    }
 #pragma unroll
     for (int h = 0; h < UNIT_ROWS; ++h)
     {
-      if (h > 0 && !IsPair(warp, i))
+      if (!HasRow(warp, i, h))
       {
-        break;
+        continue;
       }
 #pragma unroll
       for (int k = 0; k < K; ++k)
@@ -253,16 +255,12 @@ PatchTerms(const Real (&cells)[UNITS_PER_WARP][UNIT_ROWS][K],
 #pragma unroll
   for (int i = 0; i < UNITS_PER_WARP; ++i)
   {
-    if (!HasUnit(warp, i))
-    {
-      continue;
-    }
 #pragma unroll
     for (int h = 0; h < UNIT_ROWS; ++h)
     {
-      if (h > 0 && !IsPair(warp, i))
+      if (!HasRow(warp, i, h))
       {
-        break;
+        continue;
       }
 #pragma unroll
       for (int v = 0; v < SP; ++v)
