@@ -18,7 +18,7 @@ exec unshare --mount bash -euo pipefail -c '
   fi
   echo "check-without-cuda: /usr/local/cuda* hidden; building in build-nocuda"
   NLM_BUILD_DIR=build-nocuda scripts/build.sh > build-nocuda.log 2>&1 || { tail -50 build-nocuda.log; exit 1; }
-  (cd build-nocuda && ctest --output-on-failure -j "$(nproc)" -LE "GPU|NVRTC")
+  (cd build-nocuda && ctest --output-on-failure -j "$(nproc)" -LE "GPU|NVRTC|Emulator")
   # Without a driver or NVRTC, asking for the CUDA backend must fail with a clear message.
   if build-nocuda/bin/CudaNonLocalMeansDenoise --backend cuda --phantom-size 8 --output /tmp/nocuda.mha > build-nocuda/cuda-backend.txt 2>&1; then
     echo "check-without-cuda: the CUDA backend ran without CUDA?" >&2; exit 1

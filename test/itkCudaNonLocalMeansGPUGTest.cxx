@@ -411,6 +411,135 @@ TEST(CudaNonLocalMeansGPU, ImagesSmallerThanThePaddingEqualTheCPUBackendOnEveryK
   SetEnv("CUDANONLOCALMEANS_COLUMNS", nullptr);
 }
 
+namespace
+{
+/** One kernel path for EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwise: the problem, the
+ * overrides that force the path, and what the configuration's description must contain. */
+struct KernelPath
+{
+  const char *                                       name;
+  int                                                patch, distance;
+  std::vector<std::pair<const char *, const char *>> overrides;
+  const char *                                       expected;
+  std::vector<int>                                   patchRadius{}, searchRadius{};
+};
+
+constexpr const char * kKernelOverrides[] = { "CUDANONLOCALMEANS_COLUMNS",
+                                              "CUDANONLOCALMEANS_COLUMN_FOOTPRINT",
+                                              "CUDANONLOCALMEANS_SHARED_ROWS",
+                                              "CUDANONLOCALMEANS_BUFFERED_WEIGHTS" };
+
+/** Runs each path on gray float and on gray double with the Rician model (both on the path), and,
+ * on whatever kernel the planner then takes, on 3-channel float (where given) and on gray float
+ * with a noise map and a mask. */
+template <typename TFloat, typename TDouble, typename TColor>
+void
+ExpectEachPathToEqualTheCPUBackend(const std::vector<KernelPath> & paths,
+                                   const TFloat *                  floats,
+                                   const TDouble *                 doubles,
+                                   const TColor *                  colors)
+{
+  constexpr unsigned int D = TFloat::ImageDimension;
+  for (const auto & path : paths)
+  {
+    for (const auto & [variable, value] : path.overrides)
+    {
+      SetEnv(variable, value);
+    }
+    Params params{ path.patch, path.distance, 0.1, 0.05 };
+    params.patchRadius = path.patchRadius;
+    params.searchRadius = path.searchRadius;
+    const std::string name = std::to_string(D) + "D " + path.name;
+    ExpectTheCPUBackendsOutputFrom(floats, params, path.expected, name + ", float");
+    ExpectTheCPUBackendsOutputFrom(
+      doubles, With<D>(params, doubles, true, false, false, 101), path.expected, name + ", double, Rician");
+    if (colors != nullptr)
+    {
+      ExpectTheCPUBackendsOutputFrom(colors, params, "", name + ", 3-channel float");
+    }
+    ExpectTheCPUBackendsOutputFrom(
+      floats, With<D>(params, floats, false, true, true, 102), "", name + ", float, map, mask");
+    for (const char * variable : kKernelOverrides)
+    {
+      SetEnv(variable, nullptr);
+    }
+  }
+}
+} // namespace
+
+TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwise)
+{
+  // Every kernel and its variants (footprint in shared or global memory, rows in pairs, odd warps,
+  // 2D, 3D and 4D, per-axis radii) on images small enough for the CUDA emulator (CTest
+  // CudaNonLocalMeansEmulatedGPUTests runs this test without a GPU), none of them whole tiles.
+  const std::vector<KernelPath> paths2D = {
+    { "p3 d3 columns", 3, 3, {}, "columns of 4 row(s)" },
+    { "p5 d4 columns", 5, 4, {}, "columns of 16 row(s)" },
+    { "p7 d5 columns", 7, 5, {}, "columns of 16 row(s)" },
+    { "p9 d3 columns", 9, 3, {}, "columns of 8 row(s)" },
+    { "p7 d2 columns 8,1,4,2 global",
+      7,
+      2,
+      { { "CUDANONLOCALMEANS_COLUMNS", "8,1,4,2" }, { "CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "global" } },
+      "from global memory" },
+    { "p11 d3 tiled", 11, 3, {}, "z-segments" },
+    { "p3 d4 tiled", 3, 4, { { "CUDANONLOCALMEANS_COLUMNS", "0" } }, "z-segments" },
+    { "radii 1,3 / 2,1 tiled", 3, 2, { { "CUDANONLOCALMEANS_COLUMNS", "0" } }, "z-segments", { 1, 3 }, { 2, 1 } },
+  };
+  ExpectEachPathToEqualTheCPUBackend(paths2D,
+                                     Image<F2>({ 37, 23 }, 1, 102).GetPointer(),
+                                     Image<D2>({ 29, 21 }, 1, 103).GetPointer(),
+                                     static_cast<const VF2 *>(nullptr));
+  const std::vector<KernelPath> paths3D = {
+    { "p3 d2 columns", 3, 2, {}, "columns of 2 row(s)" },
+    { "p3 d3 columns global", 3, 3, { { "CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "global" } }, "from global memory" },
+    { "p5 d2 columns 2,2,8,3", 5, 2, { { "CUDANONLOCALMEANS_COLUMNS", "2,2,8,3" } }, "columns of 2 row(s)" },
+    { "p7 d2 shared rows 16,8,2", 7, 2, { { "CUDANONLOCALMEANS_SHARED_ROWS", "16,8,2" } }, "shared rows" },
+    { "p3 d2 shared rows 8,4,1", 3, 2, { { "CUDANONLOCALMEANS_SHARED_ROWS", "8,4,1" } }, "shared rows" },
+    { "p5 d3 buffered weights", 5, 3, {}, "buffered weights" },
+    { "p7 d3 buffered weights", 7, 3, {}, "buffered weights" },
+    { "p9 d3 buffered weights (rows in pairs)", 9, 3, {}, "buffered weights" },
+    { "p11 d3 buffered weights", 11, 3, {}, "buffered weights" },
+    { "p13 d2 buffered weights", 13, 2, { { "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "1" } }, "buffered weights" },
+    { "p15 d2 buffered weights", 15, 2, { { "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "1" } }, "buffered weights" },
+    { "p9 d2 buffered weights 3,8,4", 9, 2, { { "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "3,8,4" } }, "buffered weights" },
+    { "p5 d2 buffered weights 1,16,6",
+      5,
+      2,
+      { { "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "1,16,6" } },
+      "buffered weights" },
+    { "p5 d2 tiled",
+      5,
+      2,
+      { { "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "0" }, { "CUDANONLOCALMEANS_SHARED_ROWS", "0" } },
+      "z-segments" },
+    { "p21 d1 tiled",
+      21,
+      1,
+      { { "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "0" }, { "CUDANONLOCALMEANS_SHARED_ROWS", "0" } },
+      "z-segments" },
+    { "radii 2,1,1 / 1,2,1 tiled",
+      3,
+      2,
+      { { "CUDANONLOCALMEANS_COLUMNS", "0" } },
+      "z-segments",
+      { 2, 1, 1 },
+      { 1, 2, 1 } },
+  };
+  ExpectEachPathToEqualTheCPUBackend(paths3D,
+                                     Image<F3>({ 21, 14, 11 }, 1, 104).GetPointer(),
+                                     Image<D3>({ 19, 13, 10 }, 1, 105).GetPointer(),
+                                     Image<VF3>({ 11, 9, 8 }, 3, 106).GetPointer());
+  const std::vector<KernelPath> paths4D = {
+    { "p3 d1", 3, 1, {}, "z-segments" },
+    { "p5 d1", 5, 1, {}, "z-segments" },
+  };
+  ExpectEachPathToEqualTheCPUBackend(paths4D,
+                                     Image<F4>({ 7, 6, 5, 4 }, 1, 107).GetPointer(),
+                                     Image<D4>({ 6, 5, 5, 4 }, 1, 108).GetPointer(),
+                                     Image<VF4>({ 5, 4, 4, 3 }, 3, 109).GetPointer());
+}
+
 TEST(CudaNonLocalMeansGPU, TheColumnKernelReadingGlobalMemoryEqualsTheCPUBackendBitwise)
 {
   // The column kernel with its footprint read from global memory: forced, and chosen by the
