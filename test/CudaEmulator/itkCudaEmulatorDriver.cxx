@@ -362,15 +362,13 @@ extern "C"
     {
       return kOutOfMemory;
     }
-    const size_t rounded = (bytes + 255) / 256 * 256;
-    void *       p = std::aligned_alloc(256, rounded);
-    if (p == nullptr)
+    void * p = nullptr; // exactly `bytes`, so that an access beyond them is out of bounds, as for memcheck
+    if (posix_memalign(&p, 256, bytes) != 0)
     {
       return kOutOfMemory;
     }
-    std::memset(p,
-                static_cast<int>(EnvironmentNumber("CUDA_EMULATOR_FILL", 0xff)),
-                rounded); // device memory is not zeroed: NaNs show reads of unwritten cells
+    // Device memory is not zeroed: NaNs show reads of cells no one wrote.
+    std::memset(p, static_cast<int>(EnvironmentNumber("CUDA_EMULATOR_FILL", 0xff)), bytes);
     g_Allocations[reinterpret_cast<uintptr_t>(p)] = bytes;
     g_Allocated += bytes;
     *pointer = reinterpret_cast<uintptr_t>(p);

@@ -41,6 +41,9 @@
 #include <utility>
 #include <vector>
 #include <sys/mman.h>
+#if defined(__SANITIZE_ADDRESS__)
+#  include <sanitizer/asan_interface.h>
+#endif
 
 #define __CUDACC_RTC__ 1
 #define __CUDA_ARCH__ 900
@@ -260,12 +263,25 @@ FiberMain()
   __builtin_unreachable();
 }
 
+/** Under AddressSanitizer (CUDA_EMULATOR_CXXFLAGS=-fsanitize=address), the marks of the frames a
+ * thread left on its stack: its last frames never return, and a stack is used again. */
+inline void
+ForgetStackFrames(unsigned char * base)
+{
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(base + 2 * kPageBytes, kStackBytes - 2 * kPageBytes);
+#else
+  (void)base;
+#endif
+}
+
 /** Points thread t's stack at FiberMain, as nlm_emu_switch will resume it. */
 inline void
 StartFiber(Block & b, unsigned t)
 {
   Fiber &         f = b.Fibers[t];
   unsigned char * base = b.Stacks + t * kStackBytes;
+  ForgetStackFrames(base);
   *reinterpret_cast<Fiber **>(base) = &f;
   // Stack tops kStackBytes apart would share their cache sets: each starts a few lines lower.
   auto ** words = reinterpret_cast<void **>(base + kStackBytes - (t % 256u) * 192u);
@@ -345,6 +361,10 @@ AllocateThreads(Block & b, const unsigned (&threads)[3])
 inline void
 FreeThreads(Block & b)
 {
+  for (size_t t = 0; t < b.Fibers.size(); ++t)
+  {
+    ForgetStackFrames(b.Stacks + t * kStackBytes);
+  }
   munmap(b.Region, b.RegionBytes);
 }
 
@@ -370,7 +390,7 @@ RunGrid(const Launch & launch, const char * kernel, const std::function<void()> 
     b.BlockDim = uint3{ launch.Threads[0], launch.Threads[1], launch.Threads[2] };
     b.GridDim = uint3{ launch.Grid[0], launch.Grid[1], launch.Grid[2] };
     AllocateThreads(b, launch.Threads);
-    b.Shared.resize(launch.SharedBytes + 16);
+    b.Shared.resize(launch.SharedBytes); // exactly: a read beyond it is out of bounds
     t_Block = &b;
     for (unsigned long long i = next++; i < blocks; i = next++)
     {

@@ -106,6 +106,7 @@ Run(const std::vector<std::string> & argv, const std::string & logPath)
     {
       _exit(126);
     }
+    unsetenv("LD_PRELOAD"); // a sanitizer runtime preloaded into the tests is not the compiler's
     execvp(args[0], args.data());
     _exit(127);
   }
