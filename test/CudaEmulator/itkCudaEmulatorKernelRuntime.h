@@ -44,6 +44,14 @@
 #if defined(__SANITIZE_ADDRESS__)
 #  include <sanitizer/asan_interface.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+#  include <sanitizer/tsan_interface.h>
+// The emulator's own bookkeeping is ordered by the fiber switches, which ThreadSanitizer is not told
+// about (no_sync): only the kernels' accesses are checked.
+#  define NLM_EMU_UNCHECKED __attribute__((no_sanitize_thread, noinline))
+#else
+#  define NLM_EMU_UNCHECKED
+#endif
 
 #define __CUDACC_RTC__ 1
 #define __CUDA_ARCH__ 900
@@ -88,6 +96,19 @@ asm(".text\n"
     "  ret\n"
     ".size nlm_emu_switch, .-nlm_emu_switch\n");
 
+/** Tells ThreadSanitizer (when the kernels are compiled with it) that the OS thread is about to run
+ * another fiber: `sync` makes what the current one did happen before what the next one does. */
+inline void
+AnnounceSwitch(void * tsanFiber, bool sync)
+{
+#if defined(__SANITIZE_THREAD__)
+  __tsan_switch_to_fiber(tsanFiber, sync ? 0u : __tsan_switch_to_fiber_no_sync);
+#else
+  (void)tsanFiber;
+  (void)sync;
+#endif
+}
+
 enum class State
 {
   Runnable,
@@ -101,6 +122,8 @@ struct Block;
 struct Fiber
 {
   Block *  Owner = nullptr;
+  void *   Tsan = nullptr; // its ThreadSanitizer context
+  bool     Started = false;
   void *   Sp = nullptr;
   uint3    Index{};
   unsigned Linear = 0;
@@ -135,6 +158,7 @@ struct Block
   size_t                        RegionBytes = 0;
   unsigned char *               Stacks = nullptr; // the first stack, aligned
   void *                        SchedulerSp = nullptr;
+  void *                        SchedulerTsan = nullptr;
   Fiber *                       Current = nullptr;
   int                           Alive = 0;
   int                           AtBarrier = 0;
@@ -170,13 +194,14 @@ Self()
   return **reinterpret_cast<Fiber **>(sp & ~uintptr_t{ kStackBytes - 1 });
 }
 
-inline void
+NLM_EMU_UNCHECKED inline void
 Yield(Fiber & f)
 {
+  AnnounceSwitch(f.Owner->SchedulerTsan, false);
   nlm_emu_switch(&f.Sp, f.Owner->SchedulerSp);
 }
 
-inline void
+NLM_EMU_UNCHECKED inline void
 ReleaseBarrier(Block & b)
 {
   for (Fiber & f : b.Fibers)
@@ -190,7 +215,7 @@ ReleaseBarrier(Block & b)
 }
 
 /** A full-warp shuffle: every live lane of the warp offers `bits` and receives lane `source`'s. */
-inline unsigned long long
+NLM_EMU_UNCHECKED inline unsigned long long
 Shuffle(unsigned long long bits, unsigned lane, unsigned source)
 {
   Fiber &        f = Self();
@@ -224,12 +249,16 @@ Shuffle(unsigned long long bits, unsigned lane, unsigned source)
   return w.Values[buffer][source];
 }
 
-inline void
+/** __syncthreads: what every thread of the block did before it happens before what any does after. */
+NLM_EMU_UNCHECKED inline void
 SyncThreads()
 {
   Fiber & f = Self();
   Block & b = *f.Owner;
   f.Status = State::AtBarrier;
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(&b.AtBarrier);
+#endif
   if (++b.AtBarrier == b.Alive)
   {
     ReleaseBarrier(b);
@@ -238,9 +267,12 @@ SyncThreads()
   {
     Yield(f);
   }
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(&b.AtBarrier);
+#endif
 }
 
-inline void
+NLM_EMU_UNCHECKED inline void
 FiberMain()
 {
   Fiber & f = Self();
@@ -259,6 +291,7 @@ FiberMain()
   {
     ReleaseBarrier(b);
   }
+  AnnounceSwitch(b.SchedulerTsan, true); // the block's end: what the thread did happens before
   nlm_emu_switch(&f.Sp, b.SchedulerSp);
   __builtin_unreachable();
 }
@@ -292,11 +325,12 @@ StartFiber(Block & b, unsigned t)
     words[-r] = nullptr; // rbp, rbx, r12 to r15
   }
   f.Sp = &words[-8];
+  f.Started = false;
   f.Status = State::Runnable;
 }
 
 /** Runs block `index` of the launch to its end: every fiber until it waits or exits, in turn. */
-inline void
+NLM_EMU_UNCHECKED inline void
 RunBlock(Block & b, uint3 index)
 {
   b.BlockIdx = index;
@@ -321,6 +355,8 @@ RunBlock(Block & b, uint3 index)
       if (f.Status == State::Runnable)
       {
         b.Current = &f;
+        AnnounceSwitch(f.Tsan, !f.Started); // a thread sees what came before the block's start
+        f.Started = true;
         nlm_emu_switch(&b.SchedulerSp, f.Sp);
         ran = true;
       }
@@ -355,7 +391,13 @@ AllocateThreads(Block & b, const unsigned (&threads)[3])
     f.Linear = t;
     f.Index = uint3{ t % threads[0], (t / threads[0]) % threads[1], t / (threads[0] * threads[1]) };
     mprotect(b.Stacks + t * kStackBytes + kPageBytes, kPageBytes, PROT_NONE);
+#if defined(__SANITIZE_THREAD__)
+    f.Tsan = __tsan_create_fiber(0);
+#endif
   }
+#if defined(__SANITIZE_THREAD__)
+  b.SchedulerTsan = __tsan_get_current_fiber();
+#endif
 }
 
 inline void
@@ -364,6 +406,9 @@ FreeThreads(Block & b)
   for (size_t t = 0; t < b.Fibers.size(); ++t)
   {
     ForgetStackFrames(b.Stacks + t * kStackBytes);
+#if defined(__SANITIZE_THREAD__)
+    __tsan_destroy_fiber(b.Fibers[t].Tsan);
+#endif
   }
   munmap(b.Region, b.RegionBytes);
 }
