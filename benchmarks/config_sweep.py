@@ -56,7 +56,8 @@ def sweep(program, path, cache, specs):
         if "kernel_ms_median" not in r:
             print(f"{spec:40s} no GPU run: {lines[0][:200]}", flush=True)
             continue
-        print(f"{spec:40s} kernel {r['kernel_ms_median']:9.2f} ms {r['kernel_vops']:9.3e} vop/s compile "
+        update = f" Update {r['update_ms_median']:8.2f} ms" if "update_ms_median" in r else ""
+        print(f"{spec:40s} kernel {r['kernel_ms_median']:9.2f} ms {r['kernel_vops']:9.3e} vop/s{update} compile "
               f"{r.get('first_compile_ms', 0):7.0f} {r['configuration']}", flush=True)
 
 
