@@ -10,7 +10,8 @@ out), e.g. "COLUMNS=0|7|11" (the tiled kernel), "|7|11" (the planner's choice) o
 "COLUMNS=16,1,8,2;COLUMN_FOOTPRINT=global|7|11". One benchmark process per SPEC (h 0.08, sigma
 0.05, median of REPEATS warm Updates, default 3; EXTRA adds arguments such as --single); all share
 one kernel cache, so "compile" is the cold compile only the first time a module is seen. Prints a
-line per SPEC: kernel ms (CUDA events), voxel-offsets per second and the configuration.
+line per SPEC: kernel ms (CUDA events), voxel-offsets per second, the Update's host-to-host ms and
+the configuration.
 """
 import json
 import os
