@@ -217,6 +217,10 @@ CUDADevice::Module(const KernelConfig & config, NonLocalMeansBackend::RunStatist
   {
     key << m << ' ';
   }
+  for (const auto & o : GetOverrides().NvrtcOptions) // CompileKernel adds them
+  {
+    key << o << ' ';
+  }
   auto it = m_Modules.find(key.str());
   if (it != m_Modules.end())
   {

@@ -241,6 +241,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         aP[r] = sP;
         aM[r] = sM;
       }
+      Real rawP[R];
+      Real rawM[R];
 #pragma unroll
       for (int r = 0; r < R; ++r)
       {
@@ -260,19 +262,43 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         }
         ringP[r][WIN - 1] = bP;
         ringM[r][WIN - 1] = bM;
-        if (pl >= EXT)
-        {
-          const int q = pl - EXT;
-          Real      rawP = ringP[r][0];
-          Real      rawM = ringM[r][0];
+        rawP[r] = ringP[r][0];
+        rawM[r] = ringM[r][0];
 #pragma unroll
-          for (int j = 1; j < WIN; ++j)
+        for (int j = 1; j < WIN; ++j)
+        {
+          rawP[r] = rawP[r] + ringP[r][j];
+          rawM[r] = rawM[r] + ringM[r][j];
+        }
+      }
+      if (pl >= EXT)
+      {
+        const int q = pl - EXT;
+        // The plane's weights; the rare exact path, where one of them needs it, for all of them.
+        WeightStore wP[R];
+        WeightStore wM[R];
+        bool        exact = false;
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+        {
+          bool exactP = false;
+          bool exactM = false;
+          wP[r] = ScaledWeightFastPath(rawP[r], invNorm, negScale, half, exactP);
+          wM[r] = ScaledWeightFastPath(rawM[r], invNorm, negScale, half, exactM);
+          exact = exact | exactP | exactM;
+        }
+        if (exact)
+        {
+#pragma unroll
+          for (int r = 0; r < R; ++r)
           {
-            rawP = rawP + ringP[r][j];
-            rawM = rawM + ringM[r][j];
+            wP[r] = ScaledWeight(rawP[r], norm, invNorm, negScale, half);
+            wM[r] = ScaledWeight(rawM[r], norm, invNorm, negScale, half);
           }
-          const Real  wc = Unpack(ScaledWeight(rawP, norm, invNorm, negScale, half));
-          const Real  wt = Unpack(ScaledWeight(rawM, norm, invNorm, negScale, half));
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+        {
           const Index c = centre + (r * fx + q * fz) * K;
           Real        yc[K];
           Real        yt[K];
@@ -284,7 +310,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
           }
           // The first and the second term (the target term first when t is lexicographically
           // positive): a choice made at compile time, or at run time (one copy of the shift).
-          AddPairOfTerms(order.TargetFirst(), wc, wt, yc, yt, ws[r][q], rs[r][q]);
+          AddPairOfTerms(order.TargetFirst(), Unpack(wP[r]), Unpack(wM[r]), yc, yt, ws[r][q], rs[r][q]);
         }
       }
     }

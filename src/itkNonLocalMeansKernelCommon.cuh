@@ -156,6 +156,26 @@ ScaledWeight(Real raw, Real norm, Real invNorm, double negScale, bool half)
 #endif
 }
 
+/** ScaledWeight without its rare exact path, so that a kernel decides once for several weights
+ * whether one needs it: the weight where `exact` stays false; where it is set (float64 only), the
+ * weight is ScaledWeight's. NLM_TEST_EXACT_WEIGHTS (tests) sets it for every weight. */
+__device__ __forceinline__ WeightStore
+ScaledWeightFastPath(Real raw, Real invNorm, double negScale, bool half, bool & exact)
+{
+#if NLM_REAL_IS_FLOAT
+  (void)negScale;
+  exact = false;
+  return Weight(raw, 0.0f, invNorm, half);
+#else
+  (void)invNorm;
+  const WeightStore w = itk::nlm::FastModeWeightHighWordScaledFastPath(raw, negScale, half, exact);
+#  if defined(NLM_TEST_EXACT_WEIGHTS)
+  exact = true; // every weight through the rare path
+#  endif
+  return w;
+#endif
+}
+
 /** A stored weight as a number. */
 __device__ __forceinline__ Real
 Unpack(WeightStore w)

@@ -187,7 +187,7 @@ CeilingToInt(double x)
 #endif
 }
 
-/** The same high word as FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw that
+/** The high word of FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw that
  * is not NaN (patch distances never are: the terms are squares minus a finite noise term), with one
  * multiplication: `negScale` is WeightScale(norm), the double nearest -kExpA / norm. For raw > 0,
  * p = raw * negScale is within 3 * 2^-53 (relative) of the exact -kExpA * raw / norm, and so is the
@@ -198,15 +198,29 @@ CeilingToInt(double x)
  * is 0 either way (p in (-1, 0] truncates to 0; raw <= 0 gives p >= 0, whose ceiling is clamped to
  * 0, the weight of distance 0). The division path is taken for the rest: p within 2^-20 of a
  * negative integer, or in [-7563880, -7563876] around the cutoff. (The constants are doubles whose
- * low 32 bits are zero, which the GPU takes as immediate operands.) */
+ * low 32 bits are zero, which the GPU takes as immediate operands.) This function gives the weight
+ * where that path is not needed and sets `exact` where it is (its result is then not the weight),
+ * so that a kernel can decide once for several weights whether to take the rare path. */
 ITK_NLM_HOST_DEVICE unsigned int
-FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half)
+FastModeWeightHighWordScaledFastPath(double raw, double negScale, bool half, bool & exact)
 {
   const double p = raw * negScale;
   const int    below = CeilingToInt(p - 0x1p-20);
   const int    above = CeilingToInt(p + 0x1p-20);
   const bool   cut = p < -7563880.0;
-  if (!cut && ((below != above && below < 0) || below <= -7563876))
+  exact = !cut && ((below != above && below < 0) || below <= -7563876);
+  const unsigned int add = static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
+  return cut ? 0u : static_cast<unsigned int>(below < 0 ? below : 0) + add;
+}
+
+/** The same high word as FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw that
+ * is not NaN: FastModeWeightHighWordScaledFastPath, and the division where that needs it. */
+ITK_NLM_HOST_DEVICE unsigned int
+FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half)
+{
+  bool               exact = false;
+  const unsigned int w = FastModeWeightHighWordScaledFastPath(raw, negScale, half, exact);
+  if (exact)
   {
 #if defined(__CUDA_ARCH__)
     return FastModeWeightHighWordOutOfLine(raw, norm, half); // too close to call
@@ -214,8 +228,7 @@ FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half
     return FastModeWeightHighWord(raw, norm, half); // too close to call
 #endif
   }
-  const unsigned int add = static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
-  return cut ? 0u : static_cast<unsigned int>(below < 0 ? below : 0) + add;
+  return w;
 }
 
 /** The constant FastModeWeightHighWordScaled expects for `norm`. */

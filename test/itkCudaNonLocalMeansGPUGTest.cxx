@@ -427,7 +427,8 @@ struct KernelPath
 constexpr const char * kKernelOverrides[] = { "CUDANONLOCALMEANS_COLUMNS",
                                               "CUDANONLOCALMEANS_COLUMN_FOOTPRINT",
                                               "CUDANONLOCALMEANS_SHARED_ROWS",
-                                              "CUDANONLOCALMEANS_BUFFERED_WEIGHTS" };
+                                              "CUDANONLOCALMEANS_BUFFERED_WEIGHTS",
+                                              "CUDANONLOCALMEANS_NVRTC_OPTIONS" };
 
 /** Runs each path on gray float and on gray double with the Rician model (both on the path), and,
  * on whatever kernel the planner then takes, on 3-channel float (where given) and on gray float
@@ -474,6 +475,11 @@ TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwis
   // CudaNonLocalMeansEmulatedGPUTests runs this test without a GPU), none of them whole tiles.
   const std::vector<KernelPath> paths2D = {
     { "p3 d3 columns", 3, 3, {}, "columns of 4 row(s)" },
+    { "p3 d3 columns, every weight by the exact path",
+      3,
+      3,
+      { { "CUDANONLOCALMEANS_NVRTC_OPTIONS", "-DNLM_TEST_EXACT_WEIGHTS" } },
+      "columns of 4 row(s)" },
     { "p5 d4 columns", 5, 4, {}, "columns of 16 row(s)" },
     { "p7 d5 columns", 7, 5, {}, "columns of 16 row(s)" },
     { "p9 d3 columns", 9, 3, {}, "columns of 8 row(s)" },
@@ -492,6 +498,11 @@ TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwis
                                      static_cast<const VF2 *>(nullptr));
   const std::vector<KernelPath> paths3D = {
     { "p3 d2 columns", 3, 2, {}, "columns of 2 row(s)" },
+    { "p3 d2 columns, every weight by the exact path",
+      3,
+      2,
+      { { "CUDANONLOCALMEANS_NVRTC_OPTIONS", "-DNLM_TEST_EXACT_WEIGHTS" } },
+      "columns of 2 row(s)" },
     { "p3 d3 columns global", 3, 3, { { "CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "global" } }, "from global memory" },
     { "p5 d2 columns 2,2,8,3", 5, 2, { { "CUDANONLOCALMEANS_COLUMNS", "2,2,8,3" } }, "columns of 2 row(s)" },
     { "p7 d2 shared rows 16,8,2", 7, 2, { { "CUDANONLOCALMEANS_SHARED_ROWS", "16,8,2" } }, "shared rows" },
