@@ -53,6 +53,8 @@
 //   NLM_RICIAN     1: Rician noise model (terms add w * Y^2; the output is bias-corrected)
 //   NLM_NOISE_MAP  1: a padded sigma^2 per cell (FastKernelParameters::noiseMap) gives the noise
 //                  term of every pair of grid points (tiled kernel only)
+//   NLM_TEST_EXACT_WEIGHTS (tests only, through CUDANONLOCALMEANS_NVRTC_OPTIONS) every float64
+//                  weight of the column kernel through its rare exact path
 //
 // The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (2D and 3D, patch size 3
 // or more) in itkNonLocalMeansColumnKernel.cu, the shared-rows kernel (3D, patch size 3 to 21) in
