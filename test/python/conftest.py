@@ -16,6 +16,11 @@ BACKEND = os.environ.get("NLM_TEST_BACKEND", "cpu")
 if BACKEND not in ("cpu", "cuda"):
     raise ValueError(f"NLM_TEST_BACKEND must be cpu or cuda, not {BACKEND!r}")
 
+#: The random cases of test_random_cases.py: a fresh seed on every run unless NLM_RANDOM_SEED names
+#: one (the report's header prints it), and NLM_RANDOM_CASES of them.
+RANDOM_SEED = int(os.environ.get("NLM_RANDOM_SEED") or int.from_bytes(os.urandom(4), "little"))
+RANDOM_CASES = int(os.environ.get("NLM_RANDOM_CASES") or 200)
+
 
 def backend_enum():
     """The filter's Backend value for BACKEND."""
@@ -51,7 +56,8 @@ def pytest_report_header(config):
 
     lines = [f"itk {itk.Version.GetITKVersion()} from {os.path.dirname(itk.__file__)} "
              f"(itk-core {metadata.version('itk-core')}, itk-cudanonlocalmeans {metadata.version('itk-cudanonlocalmeans')})",
-             f"backend {BACKEND}"]
+             f"backend {BACKEND}",
+             f"random cases: NLM_RANDOM_SEED={RANDOM_SEED} NLM_RANDOM_CASES={RANDOM_CASES}"]
     return lines
 
 
