@@ -241,7 +241,16 @@ CudaNonLocalMeansImageFilter<TInputImage, TOutputImage>::VerifyInputInformation(
   {
     return;
   }
-  const InputImageRegionType &                                     grid = input->GetLargestPossibleRegion();
+  const InputImageRegionType & grid = input->GetLargestPossibleRegion();
+  if (grid.GetNumberOfPixels() == 0)
+  {
+    itkExceptionMacro("The input image is empty (size "
+                      << grid.GetSize() << "); give an image with at least one pixel along every axis.");
+  }
+  if (input->GetNumberOfComponentsPerPixel() == 0)
+  {
+    itkExceptionMacro("The input image has 0 components per pixel; give pixels of at least one component.");
+  }
   const std::pair<const ImageBase<ImageDimension> *, const char *> extras[] = {
     { this->GetMaskImage(), "MaskImage" }, { this->GetNoiseSigmaImage(), "NoiseSigmaImage" }
   };

@@ -179,6 +179,26 @@ itkCudaNonLocalMeansImageFilterExceptionTest(int, char *[])
     ExpectException("5D image", "2, 3 and 4 dimensional", [&] { MakeFilter(hyper.GetPointer())->Update(); });
   }
 
+  // Empty images: no pixel along an axis, or no component per pixel.
+  {
+    ImageType::SizeType flat;
+    flat[0] = 5;
+    flat[1] = 0;
+    auto empty = ImageType::New();
+    empty->SetRegions(flat);
+    empty->Allocate();
+    ExpectException("an image of size [5, 0]", "The input image is empty (size [5, 0])", [&] {
+      MakeFilter(empty.GetPointer())->Update();
+    });
+    using VectorImageType = itk::VectorImage<float, 2>;
+    auto noComponents = VectorImageType::New();
+    noComponents->SetRegions(size);
+    noComponents->SetNumberOfComponentsPerPixel(0);
+    ExpectException("a VectorImage of 0 components", "0 components per pixel", [&] {
+      MakeFilter(noComponents.GetPointer())->Update();
+    });
+  }
+
   // Slow mode exists only for 2D and single-component 3D images.
   {
     using Vector3D = itk::VectorImage<float, 3>;

@@ -27,7 +27,8 @@ the function is scikit-image's:
 
 Where scikit-image accepts input it cannot process meaningfully, this function refuses it:
 ``h == 0`` and ``patch_distance < 0`` raise ``ValueError`` (scikit-image returns a degenerate mean
-or NaN). A negative ``h`` or ``sigma`` is used by its absolute value, as scikit-image does.
+or NaN). A negative ``h`` or ``sigma`` is used by its absolute value, as scikit-image does. Arrays
+in the other byte order (big-endian), which scikit-image refuses, are taken with the same values.
 """
 
 import glob
@@ -83,7 +84,10 @@ def _to_float(image, preserve_range):
     """scikit-image 0.26.0's ``convert_to_float``: float16 -> float32; with preserve_range float32
     and float64 are kept and everything else becomes float64 with its values; otherwise
     ``img_as_float`` (floats unchanged, unsigned integers times 1/max, signed integers times 1/max
-    clipped at -1, booleans 0/1, complex refused)."""
+    clipped at -1, booleans 0/1, complex refused). Data in the other byte order are taken in this
+    machine's order first."""
+    if not image.dtype.isnative:  # big-endian data (scikit-image refuses it): the same values
+        image = image.astype(image.dtype.newbyteorder("="))
     if image.dtype == np.float16:
         image = image.astype(np.float32)
     if preserve_range:
@@ -115,6 +119,7 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     image, axis = _channels_last(image, channel_axis, np)  # TypeError for lists, as in scikit-image
     ndim = image.ndim - 1
     _check_dimensions(ndim)
+    _check_not_empty(image.shape[:-1])
     image = _to_float(np.asarray(image), preserve_range)
     _check_mode(ndim, axis is not None, fast_mode, h, patch_distance)
     _check_extensions(image.shape[:-1], fast_mode, sigma, rician, mask, patch_size, patch_distance)
@@ -130,6 +135,8 @@ def _parameters(patch_size, patch_distance, h, sigma, backend):
         return _per_axis_parameters(patch_size, patch_distance, h, sigma)
     patch_size = operator.index(patch_size)
     patch_distance = operator.index(patch_distance)
+    if isinstance(h, (str, bytes)):  # float() would parse it; scikit-image's typed h refuses it
+        raise TypeError(f"h must be a real number, not {type(h).__name__}")
     h = float(h)
     sigma * sigma  # TypeError for None, as in scikit-image, which uses only sigma * sigma
     if np.ndim(sigma) > 0:  # a noise map (an extension): checked by _check_extensions
@@ -215,6 +222,13 @@ def _check_dimensions(ndim):
             "Non-local means denoising is only implemented for 2D, 3D or 4D grayscale or multichannel images.")
 
 
+def _check_not_empty(spatial_shape):
+    """scikit-image cannot pad an axis of length 0 (ValueError); nor does the filter take it."""
+    if 0 in tuple(spatial_shape):
+        raise ValueError(f"the image is empty (spatial shape {tuple(spatial_shape)}): give at least one pixel "
+                         "along every axis")
+
+
 def _check_mode(ndim, multichannel, fast_mode, h, patch_distance):
     """scikit-image's refusals, and this function's own for input it computes meaninglessly."""
     if ndim == 3 and multichannel and not fast_mode:
@@ -237,6 +251,8 @@ def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigm
     ndim = image.ndim - 1
     image = np.ascontiguousarray(image)
     channels = image.shape[-1]
+    if channels == 0:  # no channel: nothing to compute (scikit-image returns the empty array too)
+        return np.empty(image.shape, image.dtype)
 
     # To ITK: one component per pixel as a scalar image, several as a VectorImage.
     pixel = itk.F if image.dtype == np.float32 else itk.D

@@ -17,7 +17,7 @@ kept in one chunk.
 import numpy as np
 
 from . import _axis_values, _channels_last, _check_dimensions, _check_extensions, _check_mode, \
-    _denoise_channels_last, _output_shape, _parameters, _to_float
+    _check_not_empty, _denoise_channels_last, _output_shape, _parameters, _to_float
 
 __all__ = ["denoise_nl_means"]
 
@@ -34,6 +34,7 @@ def denoise_nl_means(image, patch_size=7, patch_distance=11, h=0.1, fast_mode=Tr
     image, axis = _channels_last(da.asarray(image), channel_axis, da)
     ndim = image.ndim - 1
     _check_dimensions(ndim)
+    _check_not_empty(image.shape[:-1])
     float_dtype = _to_float(np.zeros((1,), image.dtype), preserve_range).dtype
     _check_mode(ndim, axis is not None, fast_mode, h, patch_distance)
 

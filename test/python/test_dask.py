@@ -58,6 +58,14 @@ def test_dask_refuses_what_the_drop_in_refuses():
         dask_denoise_nl_means(da.zeros((4, 5, 6, 7, 8), chunks=3))
     with pytest.raises(ValueError, match="h is 0"):
         dask_denoise_nl_means(da.zeros((8, 8), chunks=4), h=0)
+    with pytest.raises(ValueError, match="empty"):
+        dask_denoise_nl_means(da.zeros((0, 8), chunks=4))
+
+
+def test_dask_big_endian_blocks_give_the_native_result():
+    image = smooth_noisy((20, 24), dtype=np.float64, seed=12).astype(">f8")
+    lazy = dask_denoise_nl_means(da.from_array(image, chunks=(10, 12)), 3, 2, 0.1, backend=BACKEND)
+    assert np.array_equal(lazy.compute(), denoise_nl_means(image, 3, 2, 0.1, backend=BACKEND))
 
 
 def test_dask_on_a_local_cluster_of_processes():

@@ -86,6 +86,36 @@ def test_other_errors_like_scikit_image():
             call(np.zeros((6, 7), np.complex64))
 
 
+def test_empty_images_like_scikit_image():
+    # An axis of length 0: scikit-image cannot pad it (ValueError); no channel: an empty result.
+    for shape, kwargs in (((0, 5), {}), ((4, 0, 5), {}), ((3, 0, 2), dict(channel_axis=-1))):
+        for call in (skimage_nlm, denoise_nl_means):
+            with pytest.raises(ValueError):
+                call(np.zeros(shape, np.float32), patch_size=3, patch_distance=2, **kwargs)
+    for shape, axis in (((5, 6, 0), -1), ((0, 5, 6), 0), ((4, 5, 6, 0), -1)):
+        image = np.zeros(shape, np.float32)
+        expected = skimage_nlm(image, patch_size=3, patch_distance=2, channel_axis=axis)
+        got = denoise_nl_means(image, patch_size=3, patch_distance=2, channel_axis=axis, backend=BACKEND)
+        assert got.shape == expected.shape == shape and got.dtype == expected.dtype
+
+
+def test_big_endian_data_give_the_native_result():
+    # scikit-image refuses big-endian buffers; the drop-in takes their values in this machine's order.
+    image = smooth_noisy((20, 22), dtype=np.float64, seed=20)
+    for dtype in (">f8", ">f4", ">u2"):
+        data = (1000 * image).astype(dtype) if dtype == ">u2" else image.astype(dtype)
+        native = data.astype(data.dtype.newbyteorder("="))
+        got = denoise_nl_means(data, 3, 2, 0.1, backend=BACKEND)
+        assert got.dtype.isnative and np.array_equal(got, skimage_nlm(native, 3, 2, 0.1)), dtype
+
+
+def test_h_must_be_a_number_as_in_scikit_image():
+    image = smooth_noisy((10, 10))
+    for call in (skimage_nlm, denoise_nl_means):
+        with pytest.raises(TypeError):
+            call(image, 3, 2, h="0.1")
+
+
 def test_refuses_what_scikit_image_computes_meaninglessly():
     image = smooth_noisy((12, 12))
     with pytest.raises(ValueError, match="h is 0"):
