@@ -241,6 +241,23 @@ def _check_mode(ndim, multichannel, fast_mode, h, patch_distance):
         raise ValueError(f"patch_distance is {patch_distance}; it must be 0 or more.")
 
 
+def _itk_image(array, pixel, vector=False):
+    """An ITK image (a VectorImage when `vector`: the last axis holds the components) of `pixel`
+    holding `array`, whose axes are reversed into ITK's. Unlike itk.image_from_array, which takes an
+    array that is both C- and Fortran-contiguous (at most one axis longer than 1, e.g. 13 x 1) as
+    Fortran-ordered and so keeps its axes unreversed, whatever the array's layout."""
+    import itk
+
+    ndim = array.ndim - 1 if vector else array.ndim
+    image = (itk.VectorImage[pixel, ndim] if vector else itk.Image[pixel, ndim]).New()
+    image.SetRegions([int(n) for n in reversed(array.shape[:ndim])])
+    if vector:
+        image.SetNumberOfComponentsPerPixel(array.shape[-1])
+    image.Allocate()
+    itk.array_view_from_image(image)[...] = array
+    return image
+
+
 def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigma, backend, rician=False,
                            mask=None):
     """The filter on a float32/float64 array whose last axis holds the channels (checked and
@@ -264,10 +281,7 @@ def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigm
         raise NotImplementedError(
             f"this ITK's Python wrapping has no {ndim}D {kind} {image.dtype} CudaNonLocalMeansImageFilter; "
             f"build ITK with {ndim} in ITK_WRAP_IMAGE_DIMS (and ITK_WRAP_float, ITK_WRAP_double on)") from None
-    if channels == 1:
-        itk_image = itk.image_from_array(image[..., 0])
-    else:
-        itk_image = itk.image_from_array(image, is_vector=True)
+    itk_image = _itk_image(image[..., 0] if channels == 1 else image, pixel, channels > 1)
     enums = itk.CudaNonLocalMeansImageFilterEnums
     filt = filter_type.New()
     filt.SetInput(itk_image)
@@ -281,11 +295,11 @@ def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigm
         filt.SetPatchDistance(patch_distance)
     filt.SetH(abs(h))
     if np.ndim(sigma) > 0:
-        filt.SetNoiseSigmaImage(itk.image_from_array(np.ascontiguousarray(sigma, dtype=np.float64)))
+        filt.SetNoiseSigmaImage(_itk_image(np.asarray(sigma, dtype=np.float64), itk.D))
     else:
         filt.SetSigma(sigma)
     if mask is not None:
-        filt.SetMaskImage(itk.image_from_array(np.ascontiguousarray(np.asarray(mask) != 0, dtype=np.uint8)))
+        filt.SetMaskImage(_itk_image((np.asarray(mask) != 0).astype(np.uint8), itk.UC))
     filt.SetNoiseModel(enums.NoiseModel_Rician if rician else enums.NoiseModel_Gaussian)
     filt.SetFastMode(bool(fast_mode))
     filt.SetBackend({"auto": enums.Backend_Auto, "cpu": enums.Backend_CPU, "cuda": enums.Backend_CUDA}[backend])
