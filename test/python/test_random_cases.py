@@ -1,6 +1,7 @@
 """Random cases, drawn afresh on every run: the drop-in ``denoise_nl_means`` against scikit-image
 0.26.0 and, in fast mode, against the exact algorithm (the long-double reference of
-test/scripts/nlm_extensions_reference.py).
+test/scripts/nlm_extensions_reference.py); and the opt-in extensions (per-axis patch sizes and
+distances, Rician noise, noise maps, masks) against that reference.
 
 Each case draws its dimension (2D to 4D), shape (axes of length 1 included), channels, dtype
 (float16/32/64, uint8, uint16, int16), data (smooth with noise, uniform, constant blocks, values
@@ -14,7 +15,8 @@ header; ``NLM_RANDOM_SEED=S`` draws the same cases again and ``NLM_RANDOM_CASES=
 - classic mode: float32 within 2 ulp, float64 within 1e-12 x max(1, range);
 - fast mode, float input: no farther from the exact algorithm than 5e-9 x max(1, range) or twice
   scikit-image's own distance from it, whichever is larger (scikit-image's integral images round;
-  a weight's Schraudolph truncation can step by 2^-20 on either side).
+  a weight's Schraudolph truncation can step by 2^-20 on either side);
+- extensions (float64 data of range 1 or 100): within 1e-11 x max(1, range) of the reference.
 """
 
 import warnings
@@ -149,3 +151,44 @@ def test_random_case_matches_scikit_image(case):
         print(f"  from the exact algorithm: ours {ours:.3g}, scikit-image's {theirs:.3g}")
         assert ours <= max(own_bar, 2 * theirs), \
             f"{name}: {ours:.3g} from the exact algorithm (scikit-image {theirs:.3g})"
+
+
+def draw_extension(rng):
+    """One case of the extensions: (image with a channel axis, channel_axis, keyword arguments)."""
+    ndim = int(rng.choice([2, 3, 4], p=[0.5, 0.4, 0.1]))
+    shape = tuple(1 if rng.random() < 0.15 else int(rng.integers(3, {2: 30, 3: 13, 4: 6}[ndim] + 1))
+                  for _ in range(ndim))
+    channels = int(rng.choice([1, 1, 2, 3]))
+    scale = float(rng.choice([1.0, 100.0]))
+    image = scale * rng.random(shape + (channels,))
+    longest = 4 if ndim < 4 else 2
+    if rng.random() < 0.5:  # per-axis; a patch size of 1 on all axes or on none
+        sizes = [int(rng.choice([1, 3, 4, 5])) for _ in range(ndim)]
+        sizes = [1] * ndim if 1 in sizes and rng.random() < 0.3 else [3 if v == 1 else v for v in sizes]
+        size, distance = tuple(sizes), tuple(int(rng.integers(0, longest)) for _ in range(ndim))
+    else:
+        size, distance = int(rng.integers(1, 6)), int(rng.integers(0, longest))
+    rician = bool(rng.random() < 0.3)
+    if rng.random() < 0.4:
+        sigma = scale * rng.uniform(0, 0.1, shape)
+        sigma.flat[::5] = 0.0
+    else:
+        sigma = scale * float(rng.uniform(0.01, 0.1)) if rician or rng.random() < 0.5 else 0.0
+    mask = rng.random(shape) < 0.6 if rng.random() < 0.4 else None
+    kwargs = dict(patch_size=size, patch_distance=distance, h=scale * float(rng.uniform(0.05, 0.4)), sigma=sigma,
+                  rician=rician, mask=mask)
+    return image, (-1 if channels > 1 else None), kwargs
+
+
+@pytest.mark.parametrize("case", range(COUNT // 2), ids=[f"seed{SEED}-extension{i}" for i in range(COUNT // 2)])
+def test_random_extension_case_matches_the_reference(case):
+    image, axis, kwargs = draw_extension(np.random.default_rng([SEED, 1 << 20, case]))
+    shown = {k: (f"array{np.shape(v)}" if np.ndim(v) > 0 else v) for k, v in kwargs.items()}
+    name = f"NLM_RANDOM_SEED={SEED} extension case {case}: {image.shape} channel_axis={axis} {shown}"
+    got = denoise_nl_means(image if axis is not None else image[..., 0], channel_axis=axis, preserve_range=True,
+                           backend=BACKEND, **kwargs)
+    reference = nl_means_reference(image, **kwargs)
+    reference = reference if axis is not None else reference[..., 0]
+    difference = float(np.max(np.abs(got - reference.reshape(got.shape)), initial=0.0))
+    print(f"{name}: max|diff| {difference:.3g}")
+    assert difference <= 1e-11 * max(1.0, float(np.max(image, initial=0.0))), name
