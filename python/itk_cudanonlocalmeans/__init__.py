@@ -266,8 +266,7 @@ def _denoise_channels_last(image, patch_size, patch_distance, h, fast_mode, sigm
     import itk
 
     ndim = image.ndim - 1
-    image = np.ascontiguousarray(image)
-    channels = image.shape[-1]
+    channels = image.shape[-1]  # _itk_image copies any layout: no contiguous copy first
     if channels == 0:  # no channel: nothing to compute (scikit-image returns the empty array too)
         return np.empty(image.shape, image.dtype)
 
