@@ -58,7 +58,8 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   {
     key << " t" << v;
   }
-  key << " r" << o.SharedRowsKernelOff << " b" << o.BufferedWeightsOff << o.BufferedWeightsForced;
+  key << " r" << o.SharedRowsKernelOff << " b" << o.BufferedWeightsOff << o.BufferedWeightsForced << " x"
+      << o.SplitBoxesOff << o.SplitBoxesForced;
   for (int v : o.SharedRowsShape)
   {
     key << " r" << v;

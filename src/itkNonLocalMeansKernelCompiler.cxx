@@ -133,6 +133,10 @@ KernelConfig::Macros() const
   {
     m.push_back("-DNLM_BUFFERED_WEIGHTS=1");
   }
+  if (SplitBoxes)
+  {
+    m.push_back("-DNLM_SPLIT_BOXES=1");
+  }
   return m;
 }
 
@@ -169,17 +173,17 @@ KernelConfig::SharedBytes() const
   size_t ext[4] = { 0, 0, 0, 0 }; // patch terms beyond the weight box, per axis
   for (int a = 0; a < Dimension; ++a)
   {
-    w[a] = static_cast<size_t>(Tile[a] + PatchDistanceAlong(a));
+    w[a] = static_cast<size_t>(Tile[a] + (SplitBoxes ? 0 : PatchDistanceAlong(a)));
     ext[a] = static_cast<size_t>(PatchSizeAlong(a) - 2);
   }
-  // Box summed along axis 0 (extended by the patch along the other axes) and the weight box; in
-  // 4D also the box summed along axes 0 and 1.
+  // Box summed along axis 0 (extended by the patch along the other axes) and the weight box (two
+  // with SplitBoxes); in 4D also the box summed along axes 0 and 1.
   size_t a = w[0];
   for (int ax = 1; ax < Dimension; ++ax)
   {
     a *= w[ax] + ext[ax];
   }
-  const size_t weights = w[0] * w[1] * w[2] * w[3];
+  const size_t weights = w[0] * w[1] * w[2] * w[3] * (SplitBoxes ? 2 : 1);
   const size_t b = (Dimension > 3) ? w[0] * w[1] * (w[2] + ext[2]) * (w[3] + ext[3]) : 0;
   // Sums in the arithmetic type; weights in 4 bytes (the high word of a double, or a float).
   return (a + b) * real + weights * 4;
@@ -224,7 +228,7 @@ KernelConfig::Describe() const
   }
   else
   {
-    os << " z-segments " << ZSegments;
+    os << " z-segments " << ZSegments << (SplitBoxes ? " split boxes" : "");
   }
   os << " " << (InputDouble ? "double" : "float") << "->" << (OutputDouble ? "double" : "float") << " arithmetic "
      << (SinglePrecision || (Classic && !InputDouble) ? "float" : "double") << (WideIndex ? " wide-index" : "")

@@ -69,6 +69,10 @@ struct KernelConfig
    * 3D, patch size >= 3, for large patches), whose weights pass and gather take this many pairs of
    * shifts per batch: Tile = { 32 - (PatchSize - 2), ThreadCount / 32, planes, 1 } of the weights pass. */
   int WeightBatch{ 0 };
+  /** Tiled kernel: the weights of a shift in two boxes of the tile's extent (the tile, and the
+   * tile shifted by -t) instead of one box spanning both, so that shared memory does not grow
+   * with the patch distance (where the spanning box does not fit the device). */
+  bool SplitBoxes{ false };
 
   /** The odd patch size along `axis`. */
   int

@@ -582,21 +582,21 @@ CandidateConfigurations(const KernelConfig & base)
   return candidates;
 }
 
-/** The tiled configuration of least estimated cost among the candidates (or the forced shape).
- * When none fits the device: `*fits` false where `fits` is given, else an exception naming the
- * fix. */
+/** The tiled configuration of least estimated cost among the candidates (or the forced shape) with
+ * the weights in one spanning box (`split` false) or in two boxes of the tile's extent (`split`
+ * true); +infinity in `bestCost` when none fits the device. */
 KernelConfig
-ChooseTiledShape(const Problem &         p,
-                 const KernelConfig &    base,
-                 const DeviceLimits &    limits,
-                 const Overrides &       o,
-                 const PlanningAborted & aborted,
-                 bool *                  fits)
+CheapestTiledShape(const KernelConfig &    base,
+                   const DeviceLimits &    limits,
+                   const Overrides &       o,
+                   const PlanningAborted & aborted,
+                   bool                    split,
+                   double &                bestCost)
 {
   const bool   forced = !o.TileShape.empty();
   const auto   candidates = forced ? std::vector<std::vector<int>>{ o.TileShape } : CandidateConfigurations(base);
   KernelConfig best = base;
-  double       bestCost = std::numeric_limits<double>::infinity();
+  bestCost = std::numeric_limits<double>::infinity();
   for (const auto & c : candidates)
   {
     if (aborted && aborted())
@@ -614,6 +614,7 @@ ChooseTiledShape(const Problem &         p,
     k.ThreadCount = c[4];
     k.ZSegments = c[5];
     k.MinBlocks = c[6];
+    k.SplitBoxes = split;
     const int voxels = k.Tile[0] * k.Tile[1] * k.Tile[2] * k.Tile[3];
     if (k.SharedBytes() > static_cast<std::size_t>(limits.SharedPerBlockOptIn) || k.Threads() > 1024 ||
         voxels % k.Threads() != 0)
@@ -631,18 +632,50 @@ ChooseTiledShape(const Problem &         p,
       best = k;
     }
   }
-  if (!std::isfinite(bestCost) && fits != nullptr)
+  return best;
+}
+
+/** The tiled configuration of least estimated cost: with the weights in one box spanning the tile
+ * and the tile shifted by -t, or where none fits the device (or CUDANONLOCALMEANS_SPLIT_BOXES=1) in
+ * two boxes of the tile's extent, whose shared memory does not grow with the distance. When none
+ * fits: `*fits` false where `fits` is given, else an exception naming the fix. */
+KernelConfig
+ChooseTiledShape(const Problem &         p,
+                 const KernelConfig &    base,
+                 const DeviceLimits &    limits,
+                 const Overrides &       o,
+                 const PlanningAborted & aborted,
+                 bool *                  fits)
+{
+  double       bestCost = std::numeric_limits<double>::infinity();
+  KernelConfig best = base;
+  if (!o.SplitBoxesForced)
+  {
+    best = CheapestTiledShape(base, limits, o, aborted, false, bestCost);
+  }
+  if (!std::isfinite(bestCost) && fits != nullptr && !o.SplitBoxesForced)
   {
     *fits = false; // the caller has another kernel
     return base;
   }
+  if (!std::isfinite(bestCost) && !o.SplitBoxesOff)
+  {
+    best = CheapestTiledShape(base, limits, o, aborted, true, bestCost);
+  }
+  if (!std::isfinite(bestCost) && fits != nullptr)
+  {
+    *fits = false;
+    return base;
+  }
   if (!std::isfinite(bestCost))
   {
+    const bool bySize = !o.SplitBoxesOff; // the split boxes do not grow with the distance
     itkGenericExceptionMacro("PatchSize " << p.PatchSize << " with PatchDistance " << p.PatchDistance
                                           << (base.IsAnisotropic() ? " (the largest of the per-axis radii' sizes)" : "")
                                           << " needs more shared memory per block than this GPU offers ("
                                           << limits.SharedPerBlockOptIn << " bytes) in " << p.Dimension
-                                          << "D; use a smaller PatchDistance or the CPU backend.");
+                                          << "D; use a smaller " << (bySize ? "PatchSize" : "PatchDistance")
+                                          << " or the CPU backend.");
   }
   return best;
 }
@@ -882,13 +915,15 @@ ElementBytes(NonLocalMeansBackend::ElementType type)
 double
 EstimateCost(const KernelConfig & c, int sharedPerSM)
 {
-  const int    n = c.Dimension;
-  const int    d = c.PatchDistance; // the largest along the axes, for the estimate
-  const int    K = c.Components;
-  const int    win = c.PatchSize - 1;
-  const int    ext = (win > 0) ? win - 1 : 0;
-  const int    ext0 = (c.PatchSizeAlong(0) > 1) ? c.PatchSizeAlong(0) - 2 : 0; // the kernel's warp rows
-  const bool   rows = win > 0 && c.Tile[0] + c.PatchDistanceAlong(0) + ext0 <= 32 && c.Threads() % 32 == 0;
+  const int  n = c.Dimension;
+  const int  d = c.PatchDistance; // the largest along the axes, for the estimate
+  const int  K = c.Components;
+  const int  win = c.PatchSize - 1;
+  const int  ext = (win > 0) ? win - 1 : 0;
+  const int  ext0 = (c.PatchSizeAlong(0) > 1) ? c.PatchSizeAlong(0) - 2 : 0; // the kernel's warp rows
+  const bool rows =
+    win > 0 && c.Tile[0] + (c.SplitBoxes ? 0 : c.PatchDistanceAlong(0)) + ext0 <= 32 && c.Threads() % 32 == 0;
+  const double boxes = c.SplitBoxes ? 2.0 : 1.0; // weight boxes per shift, each of the tile's extent when 2
   const double voxels = static_cast<double>(c.Tile[0]) * c.Tile[1] * c.Tile[2] * c.Tile[3];
   const double vpt = voxels / c.Threads();
   // The cost of a shift depends only on |t| per axis: sum over |t_a| in [0, d] with the number of
@@ -899,7 +934,7 @@ EstimateCost(const KernelConfig & c, int sharedPerSM)
   int    hi[4] = { 0, 0, 0, 0 };
   for (int a = 0; a < n; ++a)
   {
-    hi[a] = d;
+    hi[a] = c.SplitBoxes ? 0 : d; // split boxes: every shift costs the same
   }
   auto multiplicity = [d](int axis, int magnitude) {
     return (magnitude > 0 && FirstShift(axis, d) < 0) ? 2.0 : 1.0; // +t and -t both visited
@@ -914,22 +949,24 @@ EstimateCost(const KernelConfig & c, int sharedPerSM)
           double       w[4], e[4];
           for (int a = 0; a < 4; ++a)
           {
-            w[a] = (a < n) ? c.Tile[a] + t[a] : 1;
+            w[a] = (a < n) ? c.Tile[a] + (c.SplitBoxes ? 0 : t[a]) : 1;
             e[a] = (a < n && a > 0) ? w[a] + ext : w[a];
           }
           double instructions = voxels / 32.0 * (8.0 + 6.0 * K); // gather
           if (win > 0)
           {
+            double       box = 0.0; // one box's passes
             const double rowsA = e[1] * e[2] * e[3];
-            instructions +=
+            box +=
               rows ? rowsA * (18.0 + 3.0 * K + 2.0 * (win - 1)) : rowsA * w[0] / 32.0 * (24.0 + win * (10.0 + 3.0 * K));
             const double segments = (n == 3) ? c.ZSegments : 1;
             const double columns = w[0] * w[1] * ((n > 3) ? w[2] : 1.0);
             const double steps = (n == 3) ? e[2] + (segments - 1) * ext : ((n > 3) ? e[3] : 1.0);
-            instructions += std::ceil(columns * segments / c.Threads()) * c.Threads() / 32.0 * steps / segments *
-                            (8.0 + 2.0 * win);                               // pass B, whole rounds of the block
-            instructions += w[0] * w[1] * w[2] * w[3] / 32.0 * 22.0;         // weights
-            instructions += (c.Threads() / 32.0) * 20.0 * ((n > 3) ? 3 : 2); // barriers
+            box += std::ceil(columns * segments / c.Threads()) * c.Threads() / 32.0 * steps / segments *
+                   (8.0 + 2.0 * win);                               // pass B, whole rounds of the block
+            box += w[0] * w[1] * w[2] * w[3] / 32.0 * 22.0;         // weights
+            box += (c.Threads() / 32.0) * 20.0 * ((n > 3) ? 3 : 2); // barriers
+            instructions += boxes * box;
           }
           total += count * instructions;
           shifts += count;

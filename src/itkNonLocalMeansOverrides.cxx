@@ -254,6 +254,16 @@ ReadTuningSeams(Overrides & o)
   {
     o.TileShape.push_back(1);
   }
+  const std::string split = Variable("CUDANONLOCALMEANS_SPLIT_BOXES");
+  if (split == "0" || split == "1")
+  {
+    o.SplitBoxesOff = split == "0";
+    o.SplitBoxesForced = split == "1";
+  }
+  else if (!split.empty() && split != "auto")
+  {
+    Refuse(o, "CUDANONLOCALMEANS_SPLIT_BOXES", split, "0, 1 or auto");
+  }
   const std::string cpuChunk = Variable("CUDANONLOCALMEANS_CPU_CHUNK");
   if (!cpuChunk.empty() && !ParseInteger(cpuChunk, 1, 1LL << 40, o.CPUChunkCells))
   {

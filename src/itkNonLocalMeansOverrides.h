@@ -86,6 +86,11 @@ struct Overrides
   std::vector<int> BufferedWeightsShape;
   /** CUDANONLOCALMEANS_TILE=t0,t1,t2,t3,threads[,segments[,blocks]]: a forced tiled-kernel shape. */
   std::vector<int> TileShape;
+  /** CUDANONLOCALMEANS_SPLIT_BOXES=0|1|auto: the tiled kernel's weights in two boxes of the tile's
+   * extent never (0: a problem whose spanning box does not fit is refused), always (1), or where no
+   * spanning box fits the device ("" or auto). */
+  bool SplitBoxesOff{ false };
+  bool SplitBoxesForced{ false };
   /** CUDANONLOCALMEANS_LIST_CONFIGURATIONS: print the planner's ranking to standard output. */
   bool ListConfigurations{ false };
 

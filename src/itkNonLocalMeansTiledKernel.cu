@@ -17,26 +17,38 @@
  *=========================================================================*/
 
 // The tiled kernel (2D, 3D, 4D; see itkNonLocalMeansKernelCommon.cuh for the passes).
+//
+// NLM_SPLIT_BOXES 1: the weights of a shift are computed in two boxes of the tile's extent, the
+// tile's own cells (w(x, t)) and the tile shifted by -t (w(x - t, t)), one after the other, instead
+// of one box spanning both; shared memory then does not grow with the patch distance (where the
+// spanning box does not fit the device). The same weights, summed in the same order.
 
 #include "itkNonLocalMeansKernelCommon.cuh"
 
+#ifndef NLM_SPLIT_BOXES
+#  define NLM_SPLIT_BOXES 0
+#endif
+
 namespace
 {
-constexpr int ZS = NLM_ZS;
-constexpr int TV = T0 * T1 * T2 * T3;
-constexpr int VPT = TV / NT; // voxels per thread
+constexpr int  ZS = NLM_ZS;
+constexpr int  TV = T0 * T1 * T2 * T3;
+constexpr int  VPT = TV / NT; // voxels per thread
+constexpr bool SPLIT = NLM_SPLIT_BOXES != 0;
+constexpr int  BOXES = SPLIT ? 2 : 1; // weight boxes per shift
 // Weight box (largest extent per axis) and the box summed along axis 0 only.
-constexpr int MW0 = T0 + PD0;
-constexpr int MW1 = T1 + PD1;
-constexpr int MW2 = (DIM > 2) ? T2 + PD2 : 1;
-constexpr int MW3 = (DIM > 3) ? T3 + PD3 : 1;
+constexpr int MW0 = SPLIT ? T0 : T0 + PD0;
+constexpr int MW1 = SPLIT ? T1 : T1 + PD1;
+constexpr int MW2 = (DIM > 2) ? (SPLIT ? T2 : T2 + PD2) : 1;
+constexpr int MW3 = (DIM > 3) ? (SPLIT ? T3 : T3 + PD3) : 1;
+constexpr int BOX_W = MW0 * MW1 * MW2 * MW3; // weights of one box
 constexpr int MA0 = MW0;
 constexpr int MA1 = MW1 + EXT1;
 constexpr int MA2 = (DIM > 2) ? MW2 + EXT2 : 1;
 constexpr int MA3 = (DIM > 3) ? MW3 + EXT3 : 1;
 constexpr int NWARPS = NT / 32;
 // Pass A by warp rows: every patch term of a row (T0 + PD0 + EXT0 of them at most) in one warp.
-constexpr bool ROWS = (WIN0 > 0) && (T0 + PD0 + EXT0 <= 32) && (NT % 32 == 0);
+constexpr bool ROWS = (WIN0 > 0) && (MW0 + EXT0 <= 32) && (NT % 32 == 0);
 constexpr int  SIZE_A = MA0 * MA1 * MA2 * MA3;
 constexpr int  SIZE_B = (DIM > 3) ? MW0 * MW1 * MA2 * MA3 : 0; // 4D: summed along axes 0 and 1
 
@@ -323,6 +335,165 @@ StoreOutput(const itk::nlm::FastKernelParameters & p,
   }
 }
 
+/** The weights of one box of a shift (cells [w_a lo, w_a lo + w_a len) relative to the tile's first
+ * voxel along each axis a) into bufW, MW0 x MW1 x MW2 x MW3 cells from the box's first: pass A
+ * along axis 0 into bufA, pass B along axis 1 (3D: and along axis 2 in registers; 4D: into bufB,
+ * and pass C along axes 2 and 3), the contract's sums in its order. Ends with a barrier. */
+__device__ __forceinline__ void
+BoxWeights(const Real *  Yt,
+           const Real *  S2t,
+           Index         tOff,
+           Real          noise,
+           Real          norm,
+           Real          invNorm,
+           bool          half,
+           Index         ys1,
+           Index         ys2,
+           Index         ys3,
+           int           w0lo,
+           int           w0len,
+           int           w1lo,
+           int           w1len,
+           int           w2lo,
+           int           w2len,
+           int           w3lo,
+           int           w3len,
+           int           tid,
+           int           warp,
+           int           lane,
+           Real *        bufA,
+           Real *        bufB,
+           WeightStore * bufW)
+{
+  // Pass A: along axis 0, over the rows of the box (weight box along axis 0, extended by
+  // the patch along the other used axes).
+  const int L1 = w1len + EXT1;
+  const int L2 = (DIM > 2) ? w2len + EXT2 : 1;
+  const int L3 = (DIM > 3) ? w3len + EXT3 : 1;
+  const int o1 = w1lo - O1 + 1;
+  const int o2 = (DIM > 2) ? w2lo - O2 + 1 : 0;
+  const int o3 = (DIM > 3) ? w3lo - O3 + 1 : 0;
+  const int dLen = w0len + EXT0; // patch terms per row
+  if (ROWS)
+  {
+    PassAByRows(Yt,
+                S2t,
+                tOff,
+                noise,
+                o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O0 + 1 + lane),
+                ys1,
+                ys2,
+                ys3,
+                dLen,
+                w0len,
+                L1,
+                L2,
+                L3,
+                warp,
+                lane,
+                bufA);
+  }
+  else
+  {
+    PassAByCells(Yt, S2t, tOff, noise, ys1, ys2, ys3, o1, o2, o3, w0lo, w0len, L1, L2, L3, tid, bufA);
+  }
+  __syncthreads();
+  if (DIM == 2)
+  {
+    PassB2D(bufA, w0len, w1len, norm, invNorm, half, tid, bufW);
+  }
+  else if (DIM == 3)
+  {
+    // Pass B: along axis 1 from shared memory, then along axis 2 in registers while
+    // marching through the planes of one of ZS segments, and the weights.
+    const int seg = (w2len + ZS - 1) / ZS;
+    for (int f = tid; f < MW0 * MW1 * ZS; f += NT)
+    {
+      const int i0 = f % MW0;
+      const int i1 = (f / MW0) % MW1;
+      const int zlo = (f / (MW0 * MW1)) * seg;
+      const int zhi = min(w2len, zlo + seg);
+      if (i0 >= w0len || i1 >= w1len || zlo >= zhi)
+      {
+        continue;
+      }
+      const Real *  a = bufA + i0 + i1 * MA0;
+      WeightStore * w = bufW + i0 + i1 * MW0;
+      Real          ring[WIN2 > 0 ? WIN2 : 1];
+      for (int i2 = zlo; i2 < zhi + EXT2; ++i2)
+      {
+        Real acc = a[i2 * MA0 * MA1];
+#pragma unroll
+        for (int j = 1; j < WIN1; ++j)
+        {
+          acc = acc + a[i2 * MA0 * MA1 + j * MA0];
+        }
+#pragma unroll
+        for (int j = 0; j + 1 < WIN2; ++j)
+        {
+          ring[j] = ring[j + 1];
+        }
+        ring[WIN2 - 1] = acc;
+        if (i2 >= zlo + EXT2)
+        {
+          Real raw = ring[0];
+#pragma unroll
+          for (int j = 1; j < WIN2; ++j)
+          {
+            raw = raw + ring[j];
+          }
+          w[(i2 - EXT2) * MW0 * MW1] = Weight(raw, norm, invNorm, half);
+        }
+      }
+    }
+  }
+  else
+  {
+    PassB4D(bufA, w0len, w1len, L2, L3, tid, bufB);
+    __syncthreads();
+    // Pass C: along axis 2 from shared memory, along axis 3 in registers, and the weights.
+    for (int f = tid; f < MW0 * MW1 * MW2; f += NT)
+    {
+      const int i0 = f % MW0;
+      const int i1 = (f / MW0) % MW1;
+      const int i2 = f / (MW0 * MW1);
+      if (i0 >= w0len || i1 >= w1len || i2 >= w2len)
+      {
+        continue;
+      }
+      const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
+      WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
+      Real          ring[WIN3 > 0 ? WIN3 : 1];
+      for (int i3 = 0; i3 < L3; ++i3)
+      {
+        Real acc = b[i3 * MW0 * MW1 * MA2];
+#pragma unroll
+        for (int j = 1; j < WIN2; ++j)
+        {
+          acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
+        }
+#pragma unroll
+        for (int j = 0; j + 1 < WIN3; ++j)
+        {
+          ring[j] = ring[j + 1];
+        }
+        ring[WIN3 - 1] = acc;
+        if (i3 >= EXT3)
+        {
+          Real raw = ring[0];
+#pragma unroll
+          for (int j = 1; j < WIN3; ++j)
+          {
+            raw = raw + ring[j];
+          }
+          w[(i3 - EXT3) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
+        }
+      }
+    }
+  }
+  __syncthreads();
+}
+
 } // namespace
 
 extern "C" __global__ void
@@ -392,16 +563,14 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         {
           const bool  half = (t0 == 0); // alpha = 0.5 on the t0 == 0 plane
           const Index tOff = t0 + t1 * ys1 + t2 * ys2 + t3 * ys3;
-          // Weight box: the tile and the tile shifted by -t.
-          const int   w0lo = -t0;
-          const int   w0len = T0 + t0;
-          const int   w1lo = -Imax(t1, 0);
-          const int   w1len = T1 + Iabs(t1);
-          const int   w2lo = -Imax(t2, 0);
-          const int   w2len = T2 + Iabs(t2);
-          const int   w3lo = -Imax(t3, 0);
-          const int   w3len = T3 + Iabs(t3);
-          const int   wShift = t0 + t1 * MW0 + t2 * MW0 * MW1 + t3 * MW0 * MW1 * MW2;
+          // Weight box: the tile and the tile shifted by -t (one box spanning both; with SPLIT the
+          // tile's own box and, BOX_W cells on, the shifted tile's, both indexed from their first
+          // cell, so that x and x - t have the same index).
+          const int   w0lo = SPLIT ? 0 : -t0;
+          const int   w1lo = SPLIT ? 0 : -Imax(t1, 0);
+          const int   w2lo = SPLIT ? 0 : -Imax(t2, 0);
+          const int   w3lo = SPLIT ? 0 : -Imax(t3, 0);
+          const int   wShift = SPLIT ? -BOX_W : t0 + t1 * MW0 + t2 * MW0 * MW1 + t3 * MW0 * MW1 * MW2;
           WeightStore w0 = 0;
           if (WIN0 == 0)
           {
@@ -409,133 +578,35 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
           }
           else
           {
-            // Pass A: along axis 0, over the rows of the box (weight box along axis 0, extended by
-            // the patch along the other used axes).
-            const int L1 = w1len + EXT1;
-            const int L2 = (DIM > 2) ? w2len + EXT2 : 1;
-            const int L3 = (DIM > 3) ? w3len + EXT3 : 1;
-            const int o1 = w1lo - O1 + 1;
-            const int o2 = (DIM > 2) ? w2lo - O2 + 1 : 0;
-            const int o3 = (DIM > 3) ? w3lo - O3 + 1 : 0;
-            const int dLen = w0len + EXT0; // patch terms per row
-            if (ROWS)
+#pragma unroll 1
+            for (int b = 0; b < BOXES; ++b)
             {
-              PassAByRows(Yt,
-                          S2t,
-                          tOff,
-                          noise,
-                          o1 * ys1 + o2 * ys2 + o3 * ys3 + (w0lo - O0 + 1 + lane),
-                          ys1,
-                          ys2,
-                          ys3,
-                          dLen,
-                          w0len,
-                          L1,
-                          L2,
-                          L3,
-                          warp,
-                          lane,
-                          bufA);
+              const bool target = SPLIT && b == 1; // the box of the tile shifted by -t
+              BoxWeights(Yt,
+                         S2t,
+                         tOff,
+                         noise,
+                         norm,
+                         invNorm,
+                         half,
+                         ys1,
+                         ys2,
+                         ys3,
+                         target ? -t0 : w0lo,
+                         SPLIT ? T0 : T0 + t0,
+                         target ? -t1 : w1lo,
+                         SPLIT ? T1 : T1 + Iabs(t1),
+                         target ? -t2 : w2lo,
+                         SPLIT ? T2 : T2 + Iabs(t2),
+                         target ? -t3 : w3lo,
+                         SPLIT ? T3 : T3 + Iabs(t3),
+                         tid,
+                         warp,
+                         lane,
+                         bufA,
+                         bufB,
+                         bufW + b * BOX_W);
             }
-            else
-            {
-              PassAByCells(Yt, S2t, tOff, noise, ys1, ys2, ys3, o1, o2, o3, w0lo, w0len, L1, L2, L3, tid, bufA);
-            }
-            __syncthreads();
-            if (DIM == 2)
-            {
-              PassB2D(bufA, w0len, w1len, norm, invNorm, half, tid, bufW);
-            }
-            else if (DIM == 3)
-            {
-              // Pass B: along axis 1 from shared memory, then along axis 2 in registers while
-              // marching through the planes of one of ZS segments, and the weights.
-              const int seg = (w2len + ZS - 1) / ZS;
-              for (int f = tid; f < MW0 * MW1 * ZS; f += NT)
-              {
-                const int i0 = f % MW0;
-                const int i1 = (f / MW0) % MW1;
-                const int zlo = (f / (MW0 * MW1)) * seg;
-                const int zhi = min(w2len, zlo + seg);
-                if (i0 >= w0len || i1 >= w1len || zlo >= zhi)
-                {
-                  continue;
-                }
-                const Real *  a = bufA + i0 + i1 * MA0;
-                WeightStore * w = bufW + i0 + i1 * MW0;
-                Real          ring[WIN2 > 0 ? WIN2 : 1];
-                for (int i2 = zlo; i2 < zhi + EXT2; ++i2)
-                {
-                  Real acc = a[i2 * MA0 * MA1];
-#pragma unroll
-                  for (int j = 1; j < WIN1; ++j)
-                  {
-                    acc = acc + a[i2 * MA0 * MA1 + j * MA0];
-                  }
-#pragma unroll
-                  for (int j = 0; j + 1 < WIN2; ++j)
-                  {
-                    ring[j] = ring[j + 1];
-                  }
-                  ring[WIN2 - 1] = acc;
-                  if (i2 >= zlo + EXT2)
-                  {
-                    Real raw = ring[0];
-#pragma unroll
-                    for (int j = 1; j < WIN2; ++j)
-                    {
-                      raw = raw + ring[j];
-                    }
-                    w[(i2 - EXT2) * MW0 * MW1] = Weight(raw, norm, invNorm, half);
-                  }
-                }
-              }
-            }
-            else
-            {
-              PassB4D(bufA, w0len, w1len, L2, L3, tid, bufB);
-              __syncthreads();
-              // Pass C: along axis 2 from shared memory, along axis 3 in registers, and the weights.
-              for (int f = tid; f < MW0 * MW1 * MW2; f += NT)
-              {
-                const int i0 = f % MW0;
-                const int i1 = (f / MW0) % MW1;
-                const int i2 = f / (MW0 * MW1);
-                if (i0 >= w0len || i1 >= w1len || i2 >= w2len)
-                {
-                  continue;
-                }
-                const Real *  b = bufB + i0 + i1 * MW0 + i2 * MW0 * MW1;
-                WeightStore * w = bufW + i0 + i1 * MW0 + i2 * MW0 * MW1;
-                Real          ring[WIN3 > 0 ? WIN3 : 1];
-                for (int i3 = 0; i3 < L3; ++i3)
-                {
-                  Real acc = b[i3 * MW0 * MW1 * MA2];
-#pragma unroll
-                  for (int j = 1; j < WIN2; ++j)
-                  {
-                    acc = acc + b[i3 * MW0 * MW1 * MA2 + j * MW0 * MW1];
-                  }
-#pragma unroll
-                  for (int j = 0; j + 1 < WIN3; ++j)
-                  {
-                    ring[j] = ring[j + 1];
-                  }
-                  ring[WIN3 - 1] = acc;
-                  if (i3 >= EXT3)
-                  {
-                    Real raw = ring[0];
-#pragma unroll
-                    for (int j = 1; j < WIN3; ++j)
-                    {
-                      raw = raw + ring[j];
-                    }
-                    w[(i3 - EXT3) * MW0 * MW1 * MW2] = Weight(raw, norm, invNorm, half);
-                  }
-                }
-              }
-            }
-            __syncthreads();
           }
 
           // Gather: centre term w(x,t) Y(x+t) and target term w(x-t,t) Y(x-t), in the contract's

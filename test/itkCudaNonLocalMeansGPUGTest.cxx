@@ -424,11 +424,9 @@ struct KernelPath
   std::vector<int>                                   patchRadius{}, searchRadius{};
 };
 
-constexpr const char * kKernelOverrides[] = { "CUDANONLOCALMEANS_COLUMNS",
-                                              "CUDANONLOCALMEANS_COLUMN_FOOTPRINT",
-                                              "CUDANONLOCALMEANS_SHARED_ROWS",
-                                              "CUDANONLOCALMEANS_BUFFERED_WEIGHTS",
-                                              "CUDANONLOCALMEANS_NVRTC_OPTIONS" };
+constexpr const char * kKernelOverrides[] = { "CUDANONLOCALMEANS_COLUMNS",     "CUDANONLOCALMEANS_COLUMN_FOOTPRINT",
+                                              "CUDANONLOCALMEANS_SHARED_ROWS", "CUDANONLOCALMEANS_BUFFERED_WEIGHTS",
+                                              "CUDANONLOCALMEANS_SPLIT_BOXES", "CUDANONLOCALMEANS_NVRTC_OPTIONS" };
 
 /** Runs each path on gray float and on gray double with the Rician model (both on the path), and,
  * on whatever kernel the planner then takes, on 3-channel float (where given) and on gray float
@@ -491,6 +489,18 @@ TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwis
     { "p11 d3 tiled", 11, 3, {}, "z-segments" },
     { "p3 d4 tiled", 3, 4, { { "CUDANONLOCALMEANS_COLUMNS", "0" } }, "z-segments" },
     { "radii 1,3 / 2,1 tiled", 3, 2, { { "CUDANONLOCALMEANS_COLUMNS", "0" } }, "z-segments", { 1, 3 }, { 2, 1 } },
+    { "p5 d3 tiled, split boxes",
+      5,
+      3,
+      { { "CUDANONLOCALMEANS_COLUMNS", "0" }, { "CUDANONLOCALMEANS_SPLIT_BOXES", "1" } },
+      "split boxes" },
+    { "radii 1,3 / 2,1 tiled, split boxes",
+      3,
+      2,
+      { { "CUDANONLOCALMEANS_COLUMNS", "0" }, { "CUDANONLOCALMEANS_SPLIT_BOXES", "1" } },
+      "split boxes",
+      { 1, 3 },
+      { 2, 1 } },
   };
   ExpectEachPathToEqualTheCPUBackend(paths2D,
                                      Image<F2>({ 37, 23 }, 1, 102).GetPointer(),
@@ -536,6 +546,20 @@ TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwis
       "z-segments",
       { 2, 1, 1 },
       { 1, 2, 1 } },
+    { "p5 d3 tiled, split boxes",
+      5,
+      3,
+      { { "CUDANONLOCALMEANS_BUFFERED_WEIGHTS", "0" },
+        { "CUDANONLOCALMEANS_SHARED_ROWS", "0" },
+        { "CUDANONLOCALMEANS_SPLIT_BOXES", "1" } },
+      "split boxes" },
+    { "radii 2,1,1 / 1,3,2 tiled, split boxes",
+      3,
+      2,
+      { { "CUDANONLOCALMEANS_COLUMNS", "0" }, { "CUDANONLOCALMEANS_SPLIT_BOXES", "1" } },
+      "split boxes",
+      { 2, 1, 1 },
+      { 1, 3, 2 } },
   };
   ExpectEachPathToEqualTheCPUBackend(paths3D,
                                      Image<F3>({ 21, 14, 11 }, 1, 104).GetPointer(),
@@ -544,6 +568,9 @@ TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwis
   const std::vector<KernelPath> paths4D = {
     { "p3 d1", 3, 1, {}, "z-segments" },
     { "p5 d1", 5, 1, {}, "z-segments" },
+    { "p3 d2 split boxes", 3, 2, { { "CUDANONLOCALMEANS_SPLIT_BOXES", "1" } }, "split boxes" },
+    // The spanning box of patch 5 / distance 5 fits no device's shared memory: split boxes, chosen.
+    { "p5 d5 split boxes", 5, 5, {}, "split boxes" },
   };
   ExpectEachPathToEqualTheCPUBackend(paths4D,
                                      Image<F4>({ 7, 6, 5, 4 }, 1, 107).GetPointer(),
@@ -1233,8 +1260,7 @@ TEST(CudaNonLocalMeansGPU, SinglePrecisionIsCloseToFloat64)
 TEST(CudaNonLocalMeansGPU, AutoComputesOnTheCPUWhatTheCUDABackendRefuses)
 {
   // Auto never fails where the CPU can compute: a memory budget too small for one slab is refused
-  // by the CUDA backend on every device. (So are scikit-image's defaults in 4D on current GPUs, but
-  // the CPU needs minutes for them even on a small image: the padded volume times 23^4/2 shifts.)
+  // by the CUDA backend on every device.
   {
     Params tiny{ 3, 2, 0.1, 0.05 };
     tiny.memory = 1;

@@ -25,6 +25,7 @@
 #include "itkGTest.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -190,7 +191,7 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
             {
               ++refused;
               const std::string message = e.GetDescription();
-              EXPECT_NE(message.find("use a smaller PatchDistance or the CPU backend"), std::string::npos) << message;
+              EXPECT_NE(message.find("use a smaller PatchSize or the CPU backend"), std::string::npos) << message;
             }
           }
         }
@@ -199,6 +200,99 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
   }
   EXPECT_GT(chosen, 0);
   std::cout << chosen << " configurations chosen, " << refused << " refused" << std::endl;
+}
+
+TEST(NonLocalMeansLaunchPlan, SplitBoxesServeWhereNoSpanningBoxFits)
+{
+  // The tiled kernel's box spanning the tile and the tile shifted by -t grows with the distance; in
+  // 4D (and in 3D with a noise map, which the other 3D kernels do not take) it soon fits no device.
+  // Two boxes of the tile's extent fit at any distance: every such problem plans, on every device.
+  Overrides spanningOnly;
+  spanningOnly.SplitBoxesOff = true;
+  int split = 0;
+  for (const auto & device : RealDevices())
+  {
+    for (int patch : { 3, 5, 7, 9 })
+    {
+      for (int distance : { 1, 2, 3, 5, 7, 11 })
+      {
+        Problem             map3D = MakeProblem(3, { 40, 30, 20 }, patch, distance + 10);
+        static const double sigma = 0.1;
+        map3D.NoiseSigma = &sigma;
+        for (const Problem & p : { MakeProblem(4, { 40, 30, 20, 10 }, patch, distance), map3D })
+        {
+          const std::string what = std::string(device.Name) + " " + std::to_string(p.Dimension) + "D p" +
+                                   std::to_string(patch) + " d" + std::to_string(p.PatchDistance);
+          KernelConfig c;
+          try
+          {
+            c = itk::nlm::ChooseConfiguration(p, device.Limits, Overrides{});
+          }
+          catch (const itk::ExceptionObject & e)
+          {
+            // Only a patch too large for the device's smallest boxes: then at any distance.
+            EXPECT_NE(std::string(e.GetDescription()).find("use a smaller PatchSize or the CPU backend"),
+                      std::string::npos)
+              << what;
+            Problem nearest = p;
+            nearest.PatchDistance = 0;
+            EXPECT_THROW(itk::nlm::ChooseConfiguration(nearest, device.Limits, Overrides{}), itk::ExceptionObject)
+              << what;
+            EXPECT_LT(device.Limits.SharedPerBlockOptIn, 100000) << what << " (every such problem plans on an A100)";
+            continue;
+          }
+          EXPECT_LE(c.SharedBytes(), static_cast<std::size_t>(device.Limits.SharedPerBlockOptIn)) << what;
+          bool spanningFits = true;
+          try
+          {
+            const KernelConfig spanning = itk::nlm::ChooseConfiguration(p, device.Limits, spanningOnly);
+            EXPECT_FALSE(spanning.SplitBoxes) << what;
+          }
+          catch (const itk::ExceptionObject & e)
+          {
+            spanningFits = false;
+            EXPECT_NE(std::string(e.GetDescription()).find("use a smaller PatchDistance or the CPU backend"),
+                      std::string::npos)
+              << what;
+          }
+          // Split boxes only where no spanning box fits; theirs does not grow with the distance.
+          EXPECT_EQ(c.SplitBoxes, !spanningFits) << what << ": " << c.Describe();
+          if (c.SplitBoxes)
+          {
+            ++split;
+            KernelConfig nearer = c;
+            nearer.PatchDistance = 1;
+            EXPECT_EQ(c.SharedBytes(), nearer.SharedBytes()) << what;
+            EXPECT_NE(c.Describe().find("split boxes"), std::string::npos);
+            EXPECT_NE(itk::nlm::EstimateCost(c, device.Limits.SharedPerMultiprocessor),
+                      std::numeric_limits<double>::infinity());
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(split, 0);
+  // Forced (CUDANONLOCALMEANS_SPLIT_BOXES=1) where the spanning box fits, and the kernel's macro.
+  const DeviceLimits h200 = RealDevices().back().Limits;
+  Overrides          forced;
+  forced.SplitBoxesForced = true;
+  forced.ColumnKernelOff = true;
+  const KernelConfig f = itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 5, 2), h200, forced);
+  EXPECT_TRUE(f.SplitBoxes);
+  const auto macros = f.Macros();
+  EXPECT_NE(std::find(macros.begin(), macros.end(), "-DNLM_SPLIT_BOXES=1"), macros.end());
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 5, 2), h200, Overrides{}).SplitBoxes);
+  // A patch whose split boxes do not fit either: the refusal names PatchSize.
+  try
+  {
+    itk::nlm::ChooseConfiguration(MakeProblem(4, { 40, 30, 20, 10 }, 21, 1), RealDevices().front().Limits, Overrides{});
+    ADD_FAILURE() << "4D patch 21 fits a GTX 1080 Ti's 48 KB";
+  }
+  catch (const itk::ExceptionObject & e)
+  {
+    EXPECT_NE(std::string(e.GetDescription()).find("use a smaller PatchSize or the CPU backend"), std::string::npos)
+      << e.GetDescription();
+  }
 }
 
 TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitchedOff)
@@ -594,8 +688,7 @@ TEST(NonLocalMeansLaunchPlan, TheSharedRowsKernelServes3DLargePatchesAtLargeDist
     }
     catch (const itk::ExceptionObject & e)
     {
-      EXPECT_NE(std::string(e.GetDescription()).find("use a smaller PatchDistance or the CPU backend"),
-                std::string::npos);
+      EXPECT_NE(std::string(e.GetDescription()).find("use a smaller PatchSize or the CPU backend"), std::string::npos);
     }
   }
   Overrides off, forced;

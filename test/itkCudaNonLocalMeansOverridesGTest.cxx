@@ -141,6 +141,16 @@ TEST(NonLocalMeansOverrides, JunkIsRefusedNamingTheVariable)
   }
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_TILE", "8,8").find("CUDANONLOCALMEANS_TILE"), std::string::npos);
   EXPECT_EQ(RefusalOf("CUDANONLOCALMEANS_DEVICE", "0"), "");
+  EXPECT_FALSE(itk::nlm::ReadOverrides().SplitBoxesForced || itk::nlm::ReadOverrides().SplitBoxesOff);
+  for (const char * split : { "0", "1" })
+  {
+    const ScopedVariable variable("CUDANONLOCALMEANS_SPLIT_BOXES", split);
+    const auto           s = itk::nlm::ReadOverrides();
+    EXPECT_EQ(s.SplitBoxesOff, std::string(split) == "0");
+    EXPECT_EQ(s.SplitBoxesForced, std::string(split) == "1");
+  }
+  EXPECT_EQ(RefusalOf("CUDANONLOCALMEANS_SPLIT_BOXES", "auto"), "");
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_SPLIT_BOXES", "yes").find("0, 1 or auto"), std::string::npos);
 }
 
 TEST(NonLocalMeansOverrides, TheBufferedWeightsKernelCanBeSwitchedAndShaped)
