@@ -20,6 +20,9 @@ CASES = [
     ((20, 22, 24), 1, np.float64, dict(patch_size=7, patch_distance=11, h=0.1)),
     ((8, 9, 10, 11), 1, np.float64, dict(patch_size=3, patch_distance=2, h=0.15)),
     ((6, 7, 8, 9), 2, np.float32, dict(patch_size=3, patch_distance=1, h=0.1)),
+    # 4D beyond every GPU's shared memory for one spanning box: the tiled kernel's split boxes.
+    ((5, 6, 7, 8), 1, np.float64, dict(patch_size=5, patch_distance=5, h=0.1)),
+    ((4, 5, 6, 7), 1, np.float32, dict(patch_size=7, patch_distance=11, h=0.1)),
 ]
 
 
