@@ -3,7 +3,7 @@
 # inputs that cover every code path: the column kernel (3D patch size 3 and 5, channels, a forced
 # shape, staged copies, uploads in pieces, the footprint in shared and in global memory; 2D), the
 # shared-rows kernel, the tiled kernel's warp-row and per-cell first pass, 2D/3D/4D, patch size 1,
-# slabs. Usage: [TOOLS="memcheck racecheck"] [CASE_TIMEOUT=SECONDS] benchmarks/sanitize.sh
+# slabs, split boxes. Usage: [TOOLS="memcheck racecheck"] [CASE_TIMEOUT=SECONDS] benchmarks/sanitize.sh
 # PATH/TO/CudaNonLocalMeansDenoise WORKDIR. A case that runs past CASE_TIMEOUT (default: none) is
 # reported as "TIMEOUT" and counts as a failure.
 set -uo pipefail
@@ -101,5 +101,11 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "" --input "$work/g2.mha" --patch-size 3 --patch-distance 5 --h 0.1
   run $tool "CUDANONLOCALMEANS_COLUMN_FOOTPRINT=global" --input "$work/g2.mha" --patch-size 5 --patch-distance 3 --h 0.1
   run $tool "CUDANONLOCALMEANS_COLUMNS=4,1,2,1" --input "$work/g2.mha" --patch-size 9 --patch-distance 3 --h 0.1
+  # The tiled kernel's split boxes: forced in 4D (with sigma) and in 3D with 2 channels,
+  # and chosen where no spanning box fits (4D patch 5, distance 5: 7,986 shifts, not raced).
+  run $tool "CUDANONLOCALMEANS_SPLIT_BOXES=1" --input "$work/g4.mha" --patch-size 3 --patch-distance 2 --h 0.1 --sigma 0.05
+  run $tool "CUDANONLOCALMEANS_SPLIT_BOXES=1 CUDANONLOCALMEANS_BUFFERED_WEIGHTS=0 CUDANONLOCALMEANS_SHARED_ROWS=0" \
+    --input "$work/c3.mha" --patch-size 5 --patch-distance 2 --h 0.1
+  [ "$tool" = racecheck ] || run $tool "" --input "$work/g4.mha" --patch-size 5 --patch-distance 5 --h 0.1
 done
 exit $status
