@@ -647,24 +647,21 @@ ChooseTiledShape(const Problem &         p,
                  const PlanningAborted & aborted,
                  bool *                  fits)
 {
+  // Split boxes where forced, or where no spanning box fits and the caller has no other kernel.
+  const bool   trySplit = o.SplitBoxesForced || (!o.SplitBoxesOff && fits == nullptr);
   double       bestCost = std::numeric_limits<double>::infinity();
   KernelConfig best = base;
   if (!o.SplitBoxesForced)
   {
     best = CheapestTiledShape(base, limits, o, aborted, false, bestCost);
   }
-  if (!std::isfinite(bestCost) && fits != nullptr && !o.SplitBoxesForced)
-  {
-    *fits = false; // the caller has another kernel
-    return base;
-  }
-  if (!std::isfinite(bestCost) && !o.SplitBoxesOff)
+  if (!std::isfinite(bestCost) && trySplit)
   {
     best = CheapestTiledShape(base, limits, o, aborted, true, bestCost);
   }
   if (!std::isfinite(bestCost) && fits != nullptr)
   {
-    *fits = false;
+    *fits = false; // the caller has another kernel
     return base;
   }
   if (!std::isfinite(bestCost))
