@@ -635,10 +635,13 @@ CheapestTiledShape(const KernelConfig &    base,
   return best;
 }
 
-/** The tiled configuration of least estimated cost: with the weights in one box spanning the tile
- * and the tile shifted by -t, or where none fits the device (or CUDANONLOCALMEANS_SPLIT_BOXES=1) in
- * two boxes of the tile's extent, whose shared memory does not grow with the distance. When none
- * fits: `*fits` false where `fits` is given, else an exception naming the fix. */
+/** The tiled configuration of least estimated cost, with the weights in one box spanning the tile
+ * and the tile shifted by -t or in two boxes of the tile's extent, whose shared memory does not grow
+ * with the distance (CUDANONLOCALMEANS_SPLIT_BOXES=0 or 1: only the one or the other). The estimate
+ * ranks the two as measured on an H100 in all 17 cases of BENCHMARKS.md ("Split boxes by cost"):
+ * split boxes where the spanning box forces small tiles (4D from distance 2, 3D patch 3 /
+ * distance 11), the spanning box elsewhere. Where no spanning box fits and the caller has another
+ * kernel (`fits` given), `*fits` is false; where nothing fits, an exception names the fix. */
 KernelConfig
 ChooseTiledShape(const Problem &         p,
                  const KernelConfig &    base,
@@ -647,17 +650,23 @@ ChooseTiledShape(const Problem &         p,
                  const PlanningAborted & aborted,
                  bool *                  fits)
 {
-  // Split boxes where forced, or where no spanning box fits and the caller has no other kernel.
-  const bool   trySplit = o.SplitBoxesForced || (!o.SplitBoxesOff && fits == nullptr);
   double       bestCost = std::numeric_limits<double>::infinity();
   KernelConfig best = base;
   if (!o.SplitBoxesForced)
   {
     best = CheapestTiledShape(base, limits, o, aborted, false, bestCost);
   }
-  if (!std::isfinite(bestCost) && trySplit)
+  // Split boxes against the spanning box, or where none fits and the caller has no other kernel.
+  const bool spanningFits = std::isfinite(bestCost);
+  if (!o.SplitBoxesOff && (spanningFits || fits == nullptr || o.SplitBoxesForced))
   {
-    best = CheapestTiledShape(base, limits, o, aborted, true, bestCost);
+    double             splitCost = std::numeric_limits<double>::infinity();
+    const KernelConfig split = CheapestTiledShape(base, limits, o, aborted, true, splitCost);
+    if (splitCost < bestCost)
+    {
+      bestCost = splitCost;
+      best = split;
+    }
   }
   if (!std::isfinite(bestCost) && fits != nullptr)
   {

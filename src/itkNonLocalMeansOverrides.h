@@ -88,7 +88,7 @@ struct Overrides
   std::vector<int> TileShape;
   /** CUDANONLOCALMEANS_SPLIT_BOXES=0|1|auto: the tiled kernel's weights in two boxes of the tile's
    * extent never (0: a problem whose spanning box does not fit is refused), always (1), or where no
-   * spanning box fits the device ("" or auto). */
+   * spanning box fits the device or they are estimated cheaper ("" or auto). */
   bool SplitBoxesOff{ false };
   bool SplitBoxesForced{ false };
   /** CUDANONLOCALMEANS_LIST_CONFIGURATIONS: print the planner's ranking to standard output. */
