@@ -492,14 +492,20 @@ BufferedWeightsConfiguration(KernelConfig base, const DeviceLimits & limits, con
 }
 
 /** Tile extents to try per axis (dimension `n`): {T0, T1, T2, T3}. Along axis 0 the preferred
- * extent makes a row of patch terms fill one warp exactly. */
+ * extent makes a row of patch terms fill one warp; the spanning box's row reaches the distance
+ * further. In 4D, split boxes (`split`) take the widest multiple of 8 whose row fits without that
+ * reach (24 x 4 x 8 x 4 voxels: 3 per thread of 1024), at every distance, as their cost is the same
+ * at every distance: 1.04x to 1.37x faster than the spanning box's fit, which shrinks with the
+ * distance; in 3D (noise maps) it was 0.92x to 1.02x, so 3D keeps the spanning box's
+ * (BENCHMARKS.md, "The split boxes' tiles"). */
 std::vector<std::vector<int>>
-CandidateTiles(const KernelConfig & base)
+CandidateTiles(const KernelConfig & base, bool split)
 {
   const int        win = base.PatchSizeAlong(0) - 1;
   const int        ext = (win > 0) ? win - 1 : 0;
   std::vector<int> t0s = { 8, 16, 32 };
-  const int        rowFit = (32 - base.PatchDistanceAlong(0) - ext) / 4 * 4;
+  const int        rowFit =
+    (split && base.Dimension == 4) ? (32 - ext) / 8 * 8 : (32 - base.PatchDistanceAlong(0) - ext) / 4 * 4;
   if (rowFit >= 4 && std::find(t0s.begin(), t0s.end(), rowFit) == t0s.end())
   {
     t0s.push_back(rowFit);
@@ -545,11 +551,11 @@ CandidateTiles(const KernelConfig & base)
  * count that divides it into 2 or more voxels per thread within the accumulator budget, every
  * march segmentation (3D) and every block budget that fits the resident threads. */
 std::vector<std::vector<int>>
-CandidateConfigurations(const KernelConfig & base)
+CandidateConfigurations(const KernelConfig & base, bool split)
 {
   static const int              threadCounts[] = { 64, 96, 128, 160, 192, 224, 256, 384, 448, 512, 768, 896, 1024 };
   std::vector<std::vector<int>> candidates;
-  for (const auto & t : CandidateTiles(base))
+  for (const auto & t : CandidateTiles(base, split))
   {
     const int voxels = t[0] * t[1] * t[2] * t[3];
     for (int threads : threadCounts)
@@ -593,8 +599,8 @@ CheapestTiledShape(const KernelConfig &    base,
                    bool                    split,
                    double &                bestCost)
 {
-  const bool   forced = !o.TileShape.empty();
-  const auto   candidates = forced ? std::vector<std::vector<int>>{ o.TileShape } : CandidateConfigurations(base);
+  const bool forced = !o.TileShape.empty();
+  const auto candidates = forced ? std::vector<std::vector<int>>{ o.TileShape } : CandidateConfigurations(base, split);
   KernelConfig best = base;
   bestCost = std::numeric_limits<double>::infinity();
   for (const auto & c : candidates)

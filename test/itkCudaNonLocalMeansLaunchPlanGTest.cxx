@@ -303,6 +303,27 @@ TEST(NonLocalMeansLaunchPlan, SplitBoxesServeWhereNoSpanningBoxFitsOrWhereCheape
   EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 40, 40, 40, 8 }, 5, 3), h200, Overrides{}).SplitBoxes);
   EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 40, 40, 40, 8 }, 3, 2), h200, Overrides{}).SplitBoxes);
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(4, { 40, 40, 40, 8 }, 3, 1), h200, Overrides{}).SplitBoxes);
+  // In 4D the split boxes' cost does not depend on the distance, and neither does their tile: the
+  // widest multiple of 8 whose row of patch terms fits a warp (1.04x to 1.37x faster on an H100
+  // than the tiles that shrank with the distance: BENCHMARKS.md, "The split boxes' tiles").
+  for (int patch : { 3, 5 })
+  {
+    const KernelConfig nearest =
+      itk::nlm::ChooseConfiguration(MakeProblem(4, { 40, 40, 40, 8 }, patch, 2), h200, splitOnly);
+    EXPECT_EQ(nearest.Tile[0], 24) << "patch " << patch << ": " << nearest.Describe();
+    EXPECT_EQ(nearest.Threads(), 1024) << "patch " << patch << ": " << nearest.Describe();
+    for (int distance : { 3, 5, 7, 9, 11 })
+    {
+      const KernelConfig c =
+        itk::nlm::ChooseConfiguration(MakeProblem(4, { 40, 40, 40, 8 }, patch, distance), h200, splitOnly);
+      for (int a = 0; a < 4; ++a)
+      {
+        EXPECT_EQ(c.Tile[a], nearest.Tile[a]) << "patch " << patch << " distance " << distance << ": " << c.Describe();
+      }
+      EXPECT_EQ(c.Threads(), nearest.Threads()) << c.Describe();
+      EXPECT_EQ(c.MinBlocks, nearest.MinBlocks) << c.Describe();
+    }
+  }
   // Forced (CUDANONLOCALMEANS_SPLIT_BOXES=1) where the spanning box fits, and the kernel's macro.
   Overrides forced;
   forced.SplitBoxesForced = true;
