@@ -495,9 +495,9 @@ BufferedWeightsConfiguration(KernelConfig base, const DeviceLimits & limits, con
  * extent makes a row of patch terms fill one warp; the spanning box's row reaches the distance
  * further. In 4D, split boxes (`split`) take the widest multiple of 8 whose row fits without that
  * reach (24 x 4 x 8 x 4 voxels: 3 per thread of 1024), at every distance, as their cost is the same
- * at every distance: 1.04x to 1.37x faster than the spanning box's fit, which shrinks with the
- * distance; in 3D (noise maps) it was 0.92x to 1.02x, so 3D keeps the spanning box's
- * (BENCHMARKS.md, "The split boxes' tiles"). */
+ * at every distance: 1.04x to 1.37x faster on an H100 than the spanning box's fit, which shrinks
+ * with the distance, wherever the choice changed; in 3D (noise maps) it was 0.92x to 1.02x, so
+ * 3D keeps the spanning box's (BENCHMARKS.md, "The split boxes' tiles"). */
 std::vector<std::vector<int>>
 CandidateTiles(const KernelConfig & base, bool split)
 {
