@@ -101,6 +101,10 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "" --input "$work/g2.mha" --patch-size 3 --patch-distance 5 --h 0.1
   run $tool "CUDANONLOCALMEANS_COLUMN_FOOTPRINT=global" --input "$work/g2.mha" --patch-size 5 --patch-distance 3 --h 0.1
   run $tool "CUDANONLOCALMEANS_COLUMNS=4,1,2,1" --input "$work/g2.mha" --patch-size 9 --patch-distance 3 --h 0.1
+  # Its 16 rows in 2 chunks from patch 9 on: chosen (patch 11, distance 5), and at patch 9 with the
+  # footprint in global memory.
+  run $tool "" --input "$work/g2.mha" --patch-size 11 --patch-distance 5 --h 0.1 --sigma 0.05
+  run $tool "CUDANONLOCALMEANS_COLUMN_FOOTPRINT=global" --input "$work/g2.mha" --patch-size 9 --patch-distance 3 --h 0.1
   # The tiled kernel's split boxes: forced in 4D (with sigma) and in 3D with 2 channels,
   # and chosen where no spanning box fits (4D patch 5, distance 5: 7,986 shifts, not raced).
   run $tool "CUDANONLOCALMEANS_SPLIT_BOXES=1" --input "$work/g4.mha" --patch-size 3 --patch-distance 2 --h 0.1 --sigma 0.05

@@ -42,6 +42,14 @@ constexpr int  RWIN = FLAT ? 1 : WIN;     // terms of a sum along those rows
 constexpr int  RE = R + REXT;             // rows of terms per thread and cell of the march
 constexpr int  TZ = FLAT ? NLM_ROWS : T2; // voxels of a thread along the march
 constexpr int  PDZ = FLAT ? 0 : PD;       // the patch distance along axis 2
+// 2D: a thread's rows in chunks (itk::nlm::ColumnRowChunks): the march's weights code is one
+// unrolled chunk of TZC rows in a loop, the accumulators rotated between chunks, so that 16 rows at
+// large patches compile as fast as 8.
+#ifndef NLM_ROW_CHUNKS
+#  define NLM_ROW_CHUNKS itk::nlm::ColumnRowChunks(DIM, S, NLM_ROWS)
+#endif
+constexpr int CHUNKS = NLM_ROW_CHUNKS;
+constexpr int TZC = TZ / CHUNKS; // voxels of a chunk along the march
 // Footprint of a block in shared memory (cells), and its strides.
 constexpr int FX = 32 + 2 * PD;
 constexpr int FY = T1 + EXT + 2 * PD;
@@ -56,6 +64,8 @@ static_assert(!NLM_NOISE_MAP, "the column kernel takes no noise map (the planner
 static_assert(T0 == 32 - EXT && T1 * 32 == NLM_ROWS * NT && NT % 32 == 0,
               "one warp per NLM_ROWS rows of 32 - EXT voxels");
 static_assert(!FLAT || T2 == 1, "2D: one plane");
+static_assert(CHUNKS >= 1 && TZ % CHUNKS == 0 && (CHUNKS == 1 || (FLAT && O > 1)),
+              "rows in chunks: 2D, patch size 5 or more, whole chunks");
 
 /** Whether the target term of a shift is added first: a compile-time tag (two copies of the shift,
  * no choice in them), or a run-time value (one copy) from patch 5 on, whose shifts are long enough
@@ -101,6 +111,14 @@ CopyFootprint(const Real * footprint, const itk::nlm::FastKernelParameters & p, 
   }
 }
 
+/** ScaledWeight out of line: the weights of a plane where one of them needs the rare exact path,
+ * kept out of the unrolled march so that its code, and the time it takes to compile, stay small. */
+__device__ __noinline__ WeightStore
+ScaledWeightOutOfLine(Real raw, Real norm, Real invNorm, double negScale, bool half)
+{
+  return ScaledWeight(raw, norm, invNorm, negScale, half);
+}
+
 /** Adds a voxel's two terms of a shift, the centre term (weight wc, value yc) and the target term
  * (wt, yt), to its sums: the target term first when `first` (t lexicographically positive). */
 __device__ __forceinline__ void
@@ -113,6 +131,55 @@ AddPairOfTerms(bool first, Real wc, Real wt, const Real (&yc)[K], const Real (&y
   for (int k = 0; k < K; ++k)
   {
     rs[k] = (rs[k] + w1 * (first ? yt[k] : yc[k])) + w2 * (first ? yc[k] : yt[k]);
+  }
+}
+
+/** 2D rows in chunks: moves the accumulators of a thread's rows by one chunk (TZC rows) toward the
+ * front, the first chunk's to the back, so that the next chunk's are first; after CHUNKS moves every
+ * row's accumulators are where they started. */
+template <int Rows, int Cells>
+__device__ __forceinline__ void
+RotateChunks(Real (&ws)[Rows][Cells], Real (&rs)[Rows][Cells][K])
+{
+  if (CHUNKS == 1)
+  {
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < Rows; ++r)
+  {
+    Real w[TZC];
+    Real v[TZC][K];
+#pragma unroll
+    for (int q = 0; q < TZC; ++q)
+    {
+      w[q] = ws[r][q];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        v[q][k] = rs[r][q][k];
+      }
+    }
+#pragma unroll
+    for (int q = 0; q + TZC < Cells; ++q)
+    {
+      ws[r][q] = ws[r][q + TZC];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[r][q][k] = rs[r][q + TZC][k];
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < TZC; ++q)
+    {
+      ws[r][Cells - TZC + q] = w[q];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+      {
+        rs[r][Cells - TZC + q][k] = v[q][k];
+      }
+    }
   }
 }
 
@@ -201,15 +268,15 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     // target terms are those of that term (kept for EXT planes).
     Real keepP[R][TZ + EXT][K];
     Real keepM[R][TZ + EXT][K];
-#pragma unroll
-    for (int pl = 0; pl < TZ + EXT; ++pl)
-    {
+    // One cell of the march: plane (2D: row) pl, `chunk` cells further along the march for the
+    // later chunks of rows (the accumulators of the chunk first).
+    auto march = [&](const int pl, const Index chunk) {
       Real aP[RE];
       Real aM[RE];
 #pragma unroll
       for (int r = 0; r < RE; ++r)
       {
-        const Index at = (r * fx + pl * fz) * K;
+        const Index at = (r * fx + pl * fz) * K + chunk;
         Real        dP = 0;
         Real        dM = 0;
 #pragma unroll
@@ -292,14 +359,14 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
           for (int r = 0; r < R; ++r)
           {
-            wP[r] = ScaledWeight(rawP[r], norm, invNorm, negScale, half);
-            wM[r] = ScaledWeight(rawM[r], norm, invNorm, negScale, half);
+            wP[r] = ScaledWeightOutOfLine(rawP[r], norm, invNorm, negScale, half);
+            wM[r] = ScaledWeightOutOfLine(rawM[r], norm, invNorm, negScale, half);
           }
         }
 #pragma unroll
         for (int r = 0; r < R; ++r)
         {
-          const Index c = centre + (r * fx + q * fz) * K;
+          const Index c = centre + (r * fx + q * fz) * K + chunk;
           Real        yc[K];
           Real        yt[K];
 #pragma unroll
@@ -312,6 +379,32 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
           // positive): a choice made at compile time, or at run time (one copy of the shift).
           AddPairOfTerms(order.TargetFirst(), Unpack(wP[r]), Unpack(wM[r]), yc, yt, ws[r][q], rs[r][q]);
         }
+      }
+    };
+    if (CHUNKS == 1)
+    {
+#pragma unroll
+      for (int pl = 0; pl < TZ + EXT; ++pl)
+      {
+        march(pl, 0);
+      }
+    }
+    else
+    {
+#pragma unroll
+      for (int pl = 0; pl < EXT; ++pl)
+      {
+        march(pl, 0);
+      }
+#pragma unroll 1
+      for (int h = 0; h < CHUNKS; ++h)
+      {
+#pragma unroll
+        for (int pl = EXT; pl < EXT + TZC; ++pl)
+        {
+          march(pl, h * TZC * fz * K);
+        }
+        RotateChunks(ws, rs);
       }
     }
   };

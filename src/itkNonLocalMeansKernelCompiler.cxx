@@ -224,7 +224,13 @@ KernelConfig::Describe() const
   }
   else if (Rows > 0)
   {
-    os << " columns of " << Rows << " row(s)" << (GlobalFootprint ? " from global memory" : "");
+    const int chunks = ColumnRowChunks(Dimension, PatchSize, Rows);
+    os << " columns of " << Rows << " row(s)";
+    if (chunks > 1)
+    {
+      os << " in " << chunks << " chunks";
+    }
+    os << (GlobalFootprint ? " from global memory" : "");
   }
   else
   {

@@ -102,6 +102,20 @@ BufferedSumsRowStride(bool pairedRows, bool single)
   return !pairedRows ? 32 : (single ? 48 : 40);
 }
 
+/** The column kernel in 2D: chunks of a thread's rows. With more than one, the weights code of the
+ * march is one unrolled chunk of rows / chunks rows run in a loop (the accumulators moved between
+ * chunks), instead of all rows unrolled: 16 rows at patches 9 and up then compile about as fast as
+ * 8 (unrolled they took over 1 s). Patch sizes below ColumnRowChunksFromPatch (patch 7's 16 rows
+ * compile within the bar and lose 13 % in chunks), other row counts and 3D take one chunk
+ * (BENCHMARKS.md "The column kernel's rows in chunks"). */
+constexpr int ColumnRowChunksFromPatch = 9;
+constexpr int ColumnRowsInChunks = 16;
+constexpr int
+ColumnRowChunks(int dimension, int patchSize, int rows)
+{
+  return (dimension == 2 && patchSize >= ColumnRowChunksFromPatch && rows == ColumnRowsInChunks) ? 2 : 1;
+}
+
 /** Threads per block of nlm_pad, and the most blocks of one launch (it strides over the rest). */
 constexpr int PadKernelThreads = 256;
 constexpr int PadKernelMaximumBlocks = 65535 * 8;

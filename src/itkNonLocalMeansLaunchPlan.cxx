@@ -49,8 +49,10 @@ constexpr int SharedReservedPerBlock = 1024;
 // measured; SinglePrecisionPatch5Kernel, the home of that case's rule).
 constexpr int ColumnPatch5FromDistance = 8;
 constexpr int SinglePrecisionColumnPatch5FromDistance = 2;
-// The largest patch the column kernel takes in 2D by default (ColumnKernelApplies).
-constexpr int MostColumnPatch2D = 9;
+// The largest patch the column kernel takes in 2D by default, and the smallest distance at which it
+// takes that patch (one channel; ColumnKernelApplies).
+constexpr int MostColumnPatch2D = 11;
+constexpr int LargestColumnPatch2DFromDistance = 2;
 // The shared-rows kernel's smallest patch by default, its smallest distance at patches up to
 // MostSmallSharedRowsPatch (those whose march the kernel unrolls: MARCH_UNROLL), and its smallest
 // distance beyond (SharedRowsKernelPreferred): one channel, in float64 or single precision.
@@ -180,13 +182,16 @@ ColumnKernelUsable(const Problem & p, const KernelConfig & base, const Overrides
 }
 
 /** Whether the column kernel applies (where ColumnKernelUsable). 3D: patch 3, or patch 5 from
- * ColumnPatch5FromDistance on. 2D: patch 3 to MostColumnPatch2D. 2D and 3D: 3 to 11 when its shape
- * is forced.
+ * ColumnPatch5FromDistance on. 2D: patch 3 to MostColumnPatch2D, that patch with one channel from
+ * LargestColumnPatch2DFromDistance on. 2D and 3D: 3 to 11 when its shape is forced.
  * Measured on an H200 (3D 160^3 float64, BENCHMARKS.md "Kernels for large distances and patches"):
  * at patch 3 it is 2.8x to 13x faster than the tiled kernel at every distance; at patch 5 it is
  * slower at distance 3, level at 7 and 1.65x faster at 11; from patch 7 on the tiled kernel is
  * faster and compiles in a fraction of the time. In 2D (4096^2, "The column kernel in 2D") it is
- * 1.4x to 3.5x faster than the tiled kernel at patches 3 to 9. In 3D the shared-rows kernel, where
+ * 1.4x to 3.5x faster than the tiled kernel at patches 3 to 9; at patch 11, with 16 rows in 2
+ * chunks (NVIDIA H100, "The column kernel's rows in chunks"), 1.02x (distance 3) to 1.8x (21)
+ * faster in float64 and 1.4x to 2.1x in single precision from distance 2 on, 0.96x at distance 1;
+ * with 3 channels (8 rows) 0.91x to 1.15x. In 3D the shared-rows kernel, where
  * preferred, comes first (ChooseConfiguration), so patch 5 takes the column kernel only where it is
  * not (several channels), switched off or does not fit; one channel in single precision at patch 5
  * has its own rule (SinglePrecisionPatch5Kernel). */
@@ -194,9 +199,12 @@ bool
 ColumnKernelApplies(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
   const bool forced = !o.ColumnShape.empty() && base.PatchSize >= 3 && base.PatchSize <= 11;
-  const bool chosen = (p.Dimension == 3 && (base.PatchSize == 3 ||
-                                            (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5FromDistance))) ||
-                      (p.Dimension == 2 && base.PatchSize >= 3 && base.PatchSize <= MostColumnPatch2D);
+  const bool chosen =
+    (p.Dimension == 3 &&
+     (base.PatchSize == 3 || (base.PatchSize == 5 && base.PatchDistance >= ColumnPatch5FromDistance))) ||
+    (p.Dimension == 2 && base.PatchSize >= 3 &&
+     (base.PatchSize < MostColumnPatch2D || (base.PatchSize == MostColumnPatch2D && base.Components == 1 &&
+                                             base.PatchDistance >= LargestColumnPatch2DFromDistance)));
   return (forced || chosen) && ColumnKernelUsable(p, base, o);
 }
 
@@ -223,9 +231,13 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
   // {rows, planes, warps, blocks per SM}. 3D: float64 arithmetic, float arithmetic, several
   // components, then smaller footprints. In 2D a thread marches through its rows (one plane): 4 rows
   // and 4 blocks per SM at patch 3, 16 rows at patches 5 and 7 (at patch 7 1.15x faster than 8 rows
-  // at distance 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64 machine, sm_80/90), 8 at patch
-  // 9, whose 16 rows take 0.86 to 1.18 s (BENCHMARKS.md "The column kernel in 2D" and "16 rows at
-  // patch 7 in 2D again").
+  // at distance 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64 machine, sm_80/90), and from
+  // patch 9 on with one channel 16 rows in 2 chunks (ColumnRowChunks: their 16 rows unrolled take
+  // over 1 s to compile) and 4 warps, 3 blocks per SM, whose 170 registers hold the chunk not
+  // marched without spilling (1.16x to 1.20x faster than 8 rows at patch 9, 1.17x than 16 rows in
+  // chunks with 8 warps, 2 blocks, at patch 11 / distance 11); 8 rows otherwise (BENCHMARKS.md
+  // "The column kernel in 2D", "16 rows at patch 7 in 2D again" and "The column kernel's rows in
+  // chunks").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
   if (base.Dimension == 2)
   {
@@ -234,9 +246,13 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
     {
       shapes.insert(shapes.begin(), { 4, 1, 8, 4 });
     }
-    else if (base.PatchSize == 5 || base.PatchSize == 7)
+    else if (base.PatchSize < ColumnRowChunksFromPatch)
     {
       shapes.insert(shapes.begin(), { 16, 1, 8, 2 });
+    }
+    else if (base.Components == 1)
+    {
+      shapes.insert(shapes.begin(), { ColumnRowsInChunks, 1, 4, 3 });
     }
   }
   else if (base.Components > 1)

@@ -480,13 +480,19 @@ TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwis
       "columns of 4 row(s)" },
     { "p5 d4 columns", 5, 4, {}, "columns of 16 row(s)" },
     { "p7 d5 columns", 7, 5, {}, "columns of 16 row(s)" },
-    { "p9 d3 columns", 9, 3, {}, "columns of 8 row(s)" },
+    { "p9 d3 columns", 9, 3, {}, "columns of 16 row(s) in 2 chunks" },
+    { "p11 d5 columns", 11, 5, {}, "columns of 16 row(s) in 2 chunks" },
+    { "p9 d2 columns in 2 chunks, every weight by the exact path",
+      9,
+      2,
+      { { "CUDANONLOCALMEANS_NVRTC_OPTIONS", "-DNLM_TEST_EXACT_WEIGHTS" } },
+      "columns of 16 row(s) in 2 chunks" },
     { "p7 d2 columns 8,1,4,2 global",
       7,
       2,
       { { "CUDANONLOCALMEANS_COLUMNS", "8,1,4,2" }, { "CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "global" } },
       "from global memory" },
-    { "p11 d3 tiled", 11, 3, {}, "z-segments" },
+    { "p11 d3 tiled", 11, 3, { { "CUDANONLOCALMEANS_COLUMNS", "0" } }, "z-segments" },
     { "p3 d4 tiled, spanning box",
       3,
       4,
@@ -676,7 +682,9 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
     { "p3 d5 chosen", 3, 5, nullptr, nullptr, "columns of 4 row(s)" },
     { "p5 d7 chosen", 5, 7, nullptr, nullptr, "columns of 16 row(s)" },
     { "p7 d11 chosen", 7, 11, nullptr, nullptr, "columns of 16 row(s)" },
-    { "p9 d3 chosen", 9, 3, nullptr, nullptr, "columns of 8 row(s)" },
+    { "p9 d3 chosen", 9, 3, nullptr, nullptr, "columns of 16 row(s) in 2 chunks" },
+    { "p11 d5 chosen", 11, 5, nullptr, nullptr, "columns of 16 row(s) in 2 chunks" },
+    { "p9 d4 global 16,1,4,3", 9, 4, "global", "16,1,4,3", "columns of 16 row(s) in 2 chunks from global memory" },
     { "p5 d21 global", 5, 21, "global", nullptr, "row(s) from global memory" },
     { "p9 d6 shared 4,1,2,1", 9, 6, "shared", "4,1,2,1", "columns of 4 row(s)" },
     { "p7 d2 global 8,1,4,2", 7, 2, "global", "8,1,4,2", "columns of 8 row(s) from global memory" },
@@ -700,7 +708,11 @@ TEST(CudaNonLocalMeansGPU, TheColumnKernelIn2DEqualsTheCPUBackendBitwise)
     };
     check(floats.GetPointer(), params, "float", c.expected);
     check(doubles.GetPointer(), params, "double", c.expected);
-    check(colors.GetPointer(), params, "3-channel float", "columns");
+    // Patch 11 with several channels takes the tiled kernel unless a shape is forced.
+    check(colors.GetPointer(),
+          params,
+          "3-channel float",
+          (c.patch == 11 && c.columns == nullptr) ? "z-segments" : "columns");
     check(tiny.GetPointer(), params, "9x7 float", c.expected);
     check(doubles.GetPointer(),
           With<2>(params, doubles.GetPointer(), true, false, true, 85),

@@ -176,8 +176,8 @@ TEST(NonLocalMeansLaunchPlan, ConfigurationFitsEveryRealDeviceOrTheRefusalNamesT
               else if (c.Rows > 0)
               {
                 EXPECT_TRUE(n == 2 || n == 3) << "the column kernel is 2D and 3D only";
-                EXPECT_TRUE(n == 2 ? c.PatchSize <= 9 : (c.PatchSize == 3 || (c.PatchSize == 5 && distance >= 8)))
-                  << "the column kernel serves patches 3 to 9 in 2D, and in 3D patch 3, and patch 5 at large "
+                EXPECT_TRUE(n == 2 ? c.PatchSize <= 11 : (c.PatchSize == 3 || (c.PatchSize == 5 && distance >= 8)))
+                  << "the column kernel serves patches 3 to 11 in 2D, and in 3D patch 3, and patch 5 at large "
                      "distances, unless its shape is forced";
                 EXPECT_TRUE(n == 3 || c.Tile[2] == 1) << c.Describe();
                 EXPECT_TRUE(c.GlobalFootprint || c.SharedBytes() > 0) << c.Describe();
@@ -354,12 +354,16 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitche
   Overrides off;
   off.ColumnKernelOff = true;
   EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, off).Rows, 0);
-  // 2D: patches 3 to 9 at every distance, one plane (a thread marches through its rows); patch 11
-  // only when forced; switched off like in 3D.
-  for (int patch : { 3, 5, 7, 9 })
+  // 2D: patches 3 to 9 at every distance, 11 from distance 2 on, one plane (a thread marches through
+  // its rows); patch 13 on takes the tiled kernel; switched off like in 3D.
+  for (int patch : { 3, 5, 7, 9, 11 })
   {
     for (int distance : { 1, 5, 11, 21 })
     {
+      if (patch == 11 && distance < 2)
+      {
+        continue;
+      }
       const KernelConfig c =
         itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, patch, distance), h200, Overrides{});
       EXPECT_GT(c.Rows, 0) << "2D patch " << patch << " distance " << distance;
@@ -371,10 +375,30 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitche
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 3, 3), h200, Overrides{}).Rows, 4);
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 5, 11), h200, Overrides{}).Rows, 16);
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 11), h200, Overrides{}).Rows, 16);
-  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 9, 11), h200, Overrides{}).Rows, 8);
+  // 16 rows from patch 5 on; from patch 9 on in 2 chunks of 8 (ColumnRowChunks), which compile
+  // about as fast as 8 rows, with 4 warps and 3 blocks per SM; 8 rows with several channels.
+  for (int patch : { 9, 11 })
+  {
+    const KernelConfig c = itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, patch, 11), h200, Overrides{});
+    EXPECT_EQ(c.Rows, 16) << "patch " << patch;
+    EXPECT_EQ(c.Threads(), 128) << "patch " << patch;
+    EXPECT_EQ(c.MinBlocks, 3) << "patch " << patch;
+    EXPECT_NE(c.Describe().find("columns of 16 row(s) in 2 chunks"), std::string::npos) << c.Describe();
+  }
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 9, 11, 3), h200, Overrides{}).Rows, 8);
+  // Patch 11 from distance 2 on, with one channel (at distance 1, and with 8 rows, the tiled kernel
+  // is about as fast or faster).
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 11, 2), h200, Overrides{}).Rows, 16);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 11, 1), h200, Overrides{}).Rows, 0);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 11, 11, 3), h200, Overrides{}).Rows, 0);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 10, 2), h200, Overrides{}).Rows, 16)
+    << "an even patch size is its odd successor's";
+  EXPECT_EQ(itk::nlm::ColumnRowChunks(2, 7, 16), 1) << "patch 7: all 16 rows unrolled";
+  EXPECT_EQ(itk::nlm::ColumnRowChunks(2, 9, 8), 1);
+  EXPECT_EQ(itk::nlm::ColumnRowChunks(3, 9, 16), 1) << "3D takes no chunks";
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 7, 3, 3), h200, Overrides{}).Rows, 8)
     << "16 rows of 3 channels would be 64 accumulators";
-  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 11, 5), h200, Overrides{}).Rows, 0);
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 13, 5), h200, Overrides{}).Rows, 0);
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(2, { 64, 48 }, 3, 3), h200, off).Rows, 0);
   Overrides forced2D;
   forced2D.ColumnShape = { 8, 4, 4, 2 };
