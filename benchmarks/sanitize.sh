@@ -52,7 +52,7 @@ for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256 CUDANONLOCALMEANS_CHUNK_TILES=2" --input "$work/g4.mha" --patch-size 3 --patch-distance 1 --h 0.1
   run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=256 CUDANONLOCALMEANS_CHUNK_TILES=1" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
   run $tool "CUDANONLOCALMEANS_STAGING_CHUNK=1024 CUDANONLOCALMEANS_CHUNK_TILES=3" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
-  # The column kernel reading its footprint from global memory (chosen from distance 4 on at patch
+  # The column kernel reading its footprint from global memory (chosen from distance 5 on at patch
   # 3; forced; patch 5, whose shifts choose their order at run time, with channels; the shared-rows
   # kernel off, so that the case stays the column kernel's).
   run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 5 --h 0.1 --sigma 0.05

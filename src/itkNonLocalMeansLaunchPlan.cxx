@@ -223,21 +223,24 @@ BlocksThatFitShared(int blocks, std::size_t sharedBytes, const DeviceLimits & li
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
  * H200 (BENCHMARKS.md); `found` false when none fits. The footprint is read from global memory
- * where a copy in shared memory would cost resident blocks (3D: from distance 4 on at patch 3 in
- * float64 arithmetic), or as Overrides::ColumnFootprint says. */
+ * where a copy in shared memory would cost resident blocks (3D: from distance 5 on at patch 3 in
+ * float64 arithmetic on an H200), or as Overrides::ColumnFootprint says. */
 KernelConfig
 ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const Overrides & o, bool & found)
 {
   // {rows, planes, warps, blocks per SM}. 3D: float64 arithmetic, float arithmetic, several
-  // components, then smaller footprints. In 2D a thread marches through its rows (one plane): 4 rows
-  // and 4 blocks per SM at patch 3, 16 rows at patches 5 and 7 (at patch 7 1.15x faster than 8 rows
-  // at distance 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64 machine, sm_80/90), and from
-  // patch 9 on with one channel 16 rows in 2 chunks (ColumnRowChunks: their 16 rows unrolled take
-  // over 1 s to compile) and 4 warps, 3 blocks per SM, whose 170 registers hold the chunk not
-  // marched without spilling (1.16x to 1.20x faster than 8 rows at patch 9, 1.17x than 16 rows in
-  // chunks with 8 warps, 2 blocks, at patch 11 / distance 11); 8 rows otherwise (BENCHMARKS.md
-  // "The column kernel in 2D", "16 rows at patch 7 in 2D again" and "The column kernel's rows in
-  // chunks").
+  // components, then smaller footprints; at patch 3 with one channel in float64 arithmetic 4 planes
+  // of 4 warps, 3 blocks per SM (NVIDIA H100, 256^3 and 500^3: 1.04x to 1.15x faster than 2 planes
+  // of 8 warps at distances 1 to 3 and 11, level at 5 and 7, since the rare exact weights went out
+  // of line and no longer spill; BENCHMARKS.md "The column kernel's rows in chunks"). In 2D a
+  // thread marches through its rows (one plane): 4 rows and 4 blocks per SM at patch 3, 16 rows at
+  // patches 5 and 7 (at patch 7 1.15x faster than 8 rows at distance 11; 0.5 to 0.8 s to compile
+  // cold on a 2-core x86-64 machine, sm_80/90), and from patch 9 on with one channel 16 rows in 2
+  // chunks (ColumnRowChunks: their 16 rows unrolled take over 1 s to compile) and 4 warps, 3 blocks
+  // per SM, whose 170 registers hold the chunk not marched without spilling (1.16x to 1.20x faster
+  // than 8 rows at patch 9, 1.17x than 16 rows in chunks with 8 warps, 2 blocks, at patch 11 /
+  // distance 11); 8 rows otherwise (BENCHMARKS.md "The column kernel in 2D", "16 rows at patch 7 in
+  // 2D again" and "The column kernel's rows in chunks").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
   if (base.Dimension == 2)
   {
@@ -262,6 +265,10 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
   else if (base.SinglePrecision)
   {
     shapes.insert(shapes.begin(), { 2, 8, 4, 2 });
+  }
+  else if (base.PatchSize == 3)
+  {
+    shapes.insert(shapes.begin(), { 2, 4, 4, 3 });
   }
   if (!o.ColumnShape.empty())
   {

@@ -432,9 +432,9 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitche
 
 TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryWouldCostBlocks)
 {
-  // Patch 3: the footprint in shared memory at distance 3 (three blocks of 8 warps fit an SM), from
-  // global memory from distance 4 on, with no shared memory and the shape's blocks per SM, up to
-  // distance 21 (where no tiled configuration fits).
+  // Patch 3: the footprint in shared memory at distance 3 (three blocks of 4 warps and 4 planes fit
+  // an SM), from global memory where it would cost blocks, with no shared memory and the shape's
+  // blocks per SM, up to distance 21 (where no tiled configuration fits).
   for (const auto & device : RealDevices())
   {
     for (int distance : { 1, 3, 4, 7, 11, 21 })
@@ -458,7 +458,13 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
     }
   }
   const DeviceLimits h200 = RealDevices().back().Limits;
-  EXPECT_FALSE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 3), h200, Overrides{}).GlobalFootprint);
+  const KernelConfig p3 = itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 3), h200, Overrides{});
+  EXPECT_FALSE(p3.GlobalFootprint);
+  // One channel in float64 arithmetic: 2 rows, 4 planes, 4 warps, 3 blocks per SM.
+  EXPECT_EQ(p3.Rows, 2);
+  EXPECT_EQ(p3.Tile[2], 4);
+  EXPECT_EQ(p3.Threads(), 128);
+  EXPECT_EQ(p3.MinBlocks, 3);
   EXPECT_TRUE(itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 11), h200, Overrides{}).GlobalFootprint);
   // Forced either way.
   Overrides global, shared;
