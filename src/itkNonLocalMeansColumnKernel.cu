@@ -43,8 +43,8 @@ constexpr int  RE = R + REXT;             // rows of terms per thread and cell o
 constexpr int  TZ = FLAT ? NLM_ROWS : T2; // voxels of a thread along the march
 constexpr int  PDZ = FLAT ? 0 : PD;       // the patch distance along axis 2
 // 2D: a thread's rows in chunks (itk::nlm::ColumnRowChunks): the march's weights code is one
-// unrolled chunk of TZC rows in a loop, the accumulators rotated between chunks, so that 16 rows at
-// large patches compile as fast as 8.
+// unrolled chunk of TZC rows in a loop, the accumulators swapped between the two chunks, so that 16
+// rows at large patches compile as fast as 8.
 #ifndef NLM_ROW_CHUNKS
 #  define NLM_ROW_CHUNKS itk::nlm::ColumnRowChunks(DIM, S, NLM_ROWS)
 #endif
@@ -64,8 +64,8 @@ static_assert(!NLM_NOISE_MAP, "the column kernel takes no noise map (the planner
 static_assert(T0 == 32 - EXT && T1 * 32 == NLM_ROWS * NT && NT % 32 == 0,
               "one warp per NLM_ROWS rows of 32 - EXT voxels");
 static_assert(!FLAT || T2 == 1, "2D: one plane");
-static_assert(CHUNKS >= 1 && TZ % CHUNKS == 0 && (CHUNKS == 1 || (FLAT && O > 1)),
-              "rows in chunks: 2D, patch size 5 or more, whole chunks");
+static_assert((CHUNKS == 1 || CHUNKS == 2) && TZ % CHUNKS == 0 && (CHUNKS == 1 || (FLAT && O > 1)),
+              "rows in one or two chunks: 2D, patch size 5 or more, whole chunks");
 
 /** Whether the target term of a shift is added first: a compile-time tag (two copies of the shift,
  * no choice in them), or a run-time value (one copy) from patch 5 on, whose shifts are long enough
@@ -134,50 +134,27 @@ AddPairOfTerms(bool first, Real wc, Real wt, const Real (&yc)[K], const Real (&y
   }
 }
 
-/** 2D rows in chunks: moves the accumulators of a thread's rows by one chunk (TZC rows) toward the
- * front, the first chunk's to the back, so that the next chunk's are first; after CHUNKS moves every
- * row's accumulators are where they started. */
-template <int Rows, int Cells>
+/** 2D rows in two chunks: swaps the accumulators of a thread's two chunks of rows, so that the next
+ * chunk's are first; after both chunks every row's accumulators are where they started. Nothing with
+ * one chunk. */
 __device__ __forceinline__ void
-RotateChunks(Real (&ws)[Rows][Cells], Real (&rs)[Rows][Cells][K])
+SwapChunks(Real (&ws)[R][TZ], Real (&rs)[R][TZ][K])
 {
-  if (CHUNKS == 1)
+#pragma unroll
+  for (int r = 0; r < R; ++r)
   {
-    return;
-  }
 #pragma unroll
-  for (int r = 0; r < Rows; ++r)
-  {
-    Real w[TZC];
-    Real v[TZC][K];
-#pragma unroll
-    for (int q = 0; q < TZC; ++q)
+    for (int q = 0; q + TZC < TZ; ++q)
     {
-      w[q] = ws[r][q];
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-      {
-        v[q][k] = rs[r][q][k];
-      }
-    }
-#pragma unroll
-    for (int q = 0; q + TZC < Cells; ++q)
-    {
+      const Real w = ws[r][q];
       ws[r][q] = ws[r][q + TZC];
+      ws[r][q + TZC] = w;
 #pragma unroll
       for (int k = 0; k < K; ++k)
       {
+        const Real v = rs[r][q][k];
         rs[r][q][k] = rs[r][q + TZC][k];
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < TZC; ++q)
-    {
-      ws[r][Cells - TZC + q] = w[q];
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-      {
-        rs[r][Cells - TZC + q][k] = v[q][k];
+        rs[r][q + TZC][k] = v;
       }
     }
   }
@@ -381,6 +358,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         }
       }
     };
+    // One chunk: the whole march unrolled (the machine code measured before chunks existed).
     if (CHUNKS == 1)
     {
 #pragma unroll
@@ -388,24 +366,22 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       {
         march(pl, 0);
       }
+      return;
     }
-    else
+#pragma unroll
+    for (int pl = 0; pl < EXT; ++pl)
+    {
+      march(pl, 0);
+    }
+#pragma unroll 1
+    for (int h = 0; h < CHUNKS; ++h)
     {
 #pragma unroll
-      for (int pl = 0; pl < EXT; ++pl)
+      for (int pl = EXT; pl < EXT + TZC; ++pl)
       {
-        march(pl, 0);
+        march(pl, h * TZC * fz * K);
       }
-#pragma unroll 1
-      for (int h = 0; h < CHUNKS; ++h)
-      {
-#pragma unroll
-        for (int pl = EXT; pl < EXT + TZC; ++pl)
-        {
-          march(pl, h * TZC * fz * K);
-        }
-        RotateChunks(ws, rs);
-      }
+      SwapChunks(ws, rs);
     }
   };
   for (int t2 = itk::nlm::FirstShift(2, PDZ); t2 <= PDZ; ++t2)
