@@ -321,17 +321,14 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
         // The plane's weights; the rare exact path, where one of them needs it, for all of them.
         WeightStore wP[R];
         WeightStore wM[R];
-        bool        exact = false;
+        int         doubt = 0;
 #pragma unroll
         for (int r = 0; r < R; ++r)
         {
-          bool exactP = false;
-          bool exactM = false;
-          wP[r] = ScaledWeightFastPath(rawP[r], invNorm, negScale, half, exactP);
-          wM[r] = ScaledWeightFastPath(rawM[r], invNorm, negScale, half, exactM);
-          exact = exact | exactP | exactM;
+          wP[r] = ScaledWeightDoubt(rawP[r], invNorm, negScale, half, doubt);
+          wM[r] = ScaledWeightDoubt(rawM[r], invNorm, negScale, half, doubt);
         }
-        if (exact)
+        if (doubt < 0)
         {
 #pragma unroll
           for (int r = 0; r < R; ++r)

@@ -159,20 +159,20 @@ ScaledWeight(Real raw, Real norm, Real invNorm, double negScale, bool half)
 }
 
 /** ScaledWeight without its rare exact path, so that a kernel decides once for several weights
- * whether one needs it: the weight where `exact` stays false; where it is set (float64 only), the
- * weight is ScaledWeight's. NLM_TEST_EXACT_WEIGHTS (tests) sets it for every weight. */
+ * whether one needs it: the weight where `doubt`'s sign bit stays clear; where it is set (float64
+ * only: FastModeWeightHighWordScaledDoubt), the weight is ScaledWeight's. NLM_TEST_EXACT_WEIGHTS
+ * (tests) sets it for every weight. */
 __device__ __forceinline__ WeightStore
-ScaledWeightFastPath(Real raw, Real invNorm, double negScale, bool half, bool & exact)
+ScaledWeightDoubt(Real raw, Real invNorm, double negScale, bool half, int & doubt)
 {
 #if NLM_REAL_IS_FLOAT
   (void)negScale;
-  exact = false;
   return Weight(raw, 0.0f, invNorm, half);
 #else
   (void)invNorm;
-  const WeightStore w = itk::nlm::FastModeWeightHighWordScaledFastPath(raw, negScale, half, exact);
+  const WeightStore w = itk::nlm::FastModeWeightHighWordScaledDoubt(raw, negScale, half, doubt);
 #  if defined(NLM_TEST_EXACT_WEIGHTS)
-  exact = true; // every weight through the rare path
+  doubt = -1; // every weight through the rare path
 #  endif
   return w;
 #endif

@@ -199,28 +199,34 @@ CeilingToInt(double x)
  * 0, the weight of distance 0). The division path is taken for the rest: p within 2^-20 of a
  * negative integer, or in [-7563880, -7563876] around the cutoff. (The constants are doubles whose
  * low 32 bits are zero, which the GPU takes as immediate operands.) This function gives the weight
- * where that path is not needed and sets `exact` where it is (its result is then not the weight),
- * so that a kernel can decide once for several weights whether to take the rare path. */
+ * where that path is not needed and sets the sign bit of `doubt` (ORs a negative word into it)
+ * where it is (its result is then not the weight), so that a kernel can OR the doubts of several
+ * weights with integer operations and decide once whether to take the rare path. */
 ITK_NLM_HOST_DEVICE unsigned int
-FastModeWeightHighWordScaledFastPath(double raw, double negScale, bool half, bool & exact)
+FastModeWeightHighWordScaledDoubt(double raw, double negScale, bool half, int & doubt)
 {
   const double p = raw * negScale;
   const int    below = CeilingToInt(p - 0x1p-20);
   const int    above = CeilingToInt(p + 0x1p-20);
   const bool   cut = p < -7563880.0;
-  exact = !cut && ((below != above && below < 0) || below <= -7563876);
+  const int    clamped = below < 0 ? below : 0;
+  // below - above is 0, or -1 where an integer lies within 2^-20 of p: ANDed with the clamped
+  // ceiling, negative only for a negative one. clamped + 7563875 is negative where p is next to the
+  // cutoff (below <= -7563876). Neither overflows: the conversions saturate, and clamped <= 0.
+  const int near = ((below - above) & clamped) | (clamped + 7563875);
+  doubt |= cut ? 0 : near;
   const unsigned int add = static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
-  return cut ? 0u : static_cast<unsigned int>(below < 0 ? below : 0) + add;
+  return cut ? 0u : static_cast<unsigned int>(clamped) + add;
 }
 
 /** The same high word as FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw that
- * is not NaN: FastModeWeightHighWordScaledFastPath, and the division where that needs it. */
+ * is not NaN: FastModeWeightHighWordScaledDoubt, and the division where that needs it. */
 ITK_NLM_HOST_DEVICE unsigned int
 FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half)
 {
-  bool               exact = false;
-  const unsigned int w = FastModeWeightHighWordScaledFastPath(raw, negScale, half, exact);
-  if (exact)
+  int                doubt = 0;
+  const unsigned int w = FastModeWeightHighWordScaledDoubt(raw, negScale, half, doubt);
+  if (doubt < 0)
   {
 #if defined(__CUDA_ARCH__)
     return FastModeWeightHighWordOutOfLine(raw, norm, half); // too close to call

@@ -65,12 +65,36 @@ public:
     const double fast = DoubleFromHighWord(FastModeWeightHighWordNoDivision(raw, norm, 1.0 / norm, half));
     const double scaled = DoubleFromHighWord(FastModeWeightHighWordScaled(raw, norm, WeightScale(norm), half));
     ++m_Compared;
+    CompareDoubt(raw, WeightScale(norm), half);
     if (!SameBits(expected, exact) || !SameBits(expected, fast) || !SameBits(expected, scaled))
     {
       ++m_Differing;
       ADD_FAILURE() << "raw " << raw << " norm " << norm << ": " << expected << " vs " << exact << ", " << fast
                     << " and " << scaled;
     }
+  }
+
+  /** The doubt word's sign against the rule it encodes with integer operations: the exact path
+   * where p is not beyond the cutoff and an integer lies within 2^-20 of a negative p, or p is next
+   * to the cutoff. A doubt already set stays set. */
+  void
+  CompareDoubt(double raw, double negScale, bool half)
+  {
+    const double p = raw * negScale;
+    const int    below = CeilingToInt(p - 0x1p-20);
+    const int    above = CeilingToInt(p + 0x1p-20);
+    const bool   expected = !(p < -7563880.0) && ((below != above && below < 0) || below <= -7563876);
+    int          doubt = 0;
+    FastModeWeightHighWordScaledDoubt(raw, negScale, half, doubt);
+    int kept = -1;
+    FastModeWeightHighWordScaledDoubt(raw, negScale, half, kept);
+    if ((doubt < 0) != expected || kept >= 0)
+    {
+      ++m_Differing;
+      ADD_FAILURE() << "raw " << raw << " scale " << negScale << ": doubt " << doubt << " (kept " << kept
+                    << "), expected " << (expected ? "the exact path" : "none");
+    }
+    m_Doubts += expected ? 1 : 0;
   }
 
   /** Every raw from `ulps` steps below `centre` to `ulps` steps above it. */
@@ -91,6 +115,7 @@ public:
 
   long m_Compared{ 0 };
   long m_Differing{ 0 };
+  long m_Doubts{ 0 };
 };
 } // namespace
 
@@ -161,6 +186,7 @@ TEST(NonLocalMeansNumerics, DivisionFreeWeightsEqualDivisionBitForBitOnRandomInp
     weights.Compare(raw, norm, (n % 2) ? 1.0 : 0.5);
   }
   EXPECT_EQ(weights.m_Differing, 0) << "of " << weights.m_Compared;
+  EXPECT_LT(weights.m_Doubts, weights.m_Compared / 10000) << "the rare exact path is not rare";
 }
 
 TEST(NonLocalMeansNumerics, ScaledWeightEqualsDivisionBitForBitOnAdversarialInputs)
@@ -186,6 +212,7 @@ TEST(NonLocalMeansNumerics, ScaledWeightEqualsDivisionBitForBitOnAdversarialInpu
     weights.Around(5.0 * norm, norm, 0.5, 40);
   }
   EXPECT_EQ(weights.m_Differing, 0) << "of " << weights.m_Compared;
+  EXPECT_GT(weights.m_Doubts, 0) << "no input took the exact path";
 }
 
 TEST(NonLocalMeansNumerics, ScaledWeightEqualsDivisionBitForBitOnSpecialValues)
