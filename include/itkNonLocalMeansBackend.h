@@ -145,7 +145,7 @@ public:
     std::string Configuration;
     // The CUDA backend overlaps the copies with the kernels (doc/cuda-backend.md): the times below
     // are not additive.
-    double        KernelMilliseconds{ 0.0 };     // the non-local means kernels (CUDA events, sum of the chunks)
+    double        KernelMilliseconds{ 0.0 };     // the non-local means kernels (CUDA events, chunks' union)
     double        PadMilliseconds{ 0.0 };        // reflect padding on the device (CUDA events)
     double        UploadMilliseconds{ 0.0 };     // host: enqueuing the upload (staged copies, fused finite check)
     double        DownloadMilliseconds{ 0.0 };   // host: downloads, mostly while the kernels run

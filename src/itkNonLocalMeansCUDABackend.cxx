@@ -236,10 +236,10 @@ private:
     const ScopedContext  context(device);
     const DeviceLimits   limits = device.Limits();
     const LoadedModule & module = device.Module(m_Plan.Config, statistics);
-    const Stream         kernels(device.Driver()), copies(device.Driver());
+    const Stream         kernels(device.Driver()), secondKernels(device.Driver()), copies(device.Driver());
     auto                 threader = MultiThreaderBase::New(); // the caller's is not shared between threads
     StagedCopies         staged(device, threader, m_WorkUnits, m_Overrides.StagingChunkBytes);
-    SlabRun              run{ problem,      m_Plan,  module,   device.Driver(), staged,    kernels.Get(),
+    SlabRun run{ problem,      m_Plan,  module,   device.Driver(), staged,    kernels.Get(), secondKernels.Get(),
                  copies.Get(), nullptr, threader, m_WorkUnits,     statistics };
     run.InputChecked = true;
     run.SharedTilesDone = &m_TilesDone;
@@ -345,11 +345,11 @@ NonLocalMeansCUDABackend::RunOnOneDevice(nlm::CUDADevice &   device,
   const nlm::LoadedModule & module = device.Module(plan.Config, m_Statistics);
   RecordPlan(m_Statistics, plan, MillisecondsSince(setupStart));
 
-  const nlm::Stream kernels(device.Driver()), copies(device.Driver());
+  const nlm::Stream kernels(device.Driver()), secondKernels(device.Driver()), copies(device.Driver());
   nlm::StagedCopies staged(device, threader, numberOfWorkUnits, overrides.StagingChunkBytes);
-  nlm::SlabRun      run{ problem,      plan,   module,   device.Driver(),   staged,      kernels.Get(),
+  nlm::SlabRun run{ problem,      plan,   module,   device.Driver(),   staged,      kernels.Get(), secondKernels.Get(),
                     copies.Get(), caller, threader, numberOfWorkUnits, m_Statistics };
-  const long long   residentBlocks =
+  const long long residentBlocks =
     static_cast<long long>(limits.Multiprocessors) * module.ResidentBlocksPerMultiprocessor;
   for (long long index = 0; index < plan.Slabs; ++index)
   {

@@ -883,7 +883,8 @@ SetFastParameters(const Problem & p, const LaunchPlan & plan, SlabPlan & s, cons
 
 /** The buffered-weights kernel's launches: a chunk per batch of shift pairs, FirstTile its first
  * pair and Tiles its share of the slab's tiles (for progress); each reads the whole padded input
- * and only the last completes output planes (all of them). */
+ * and only the last completes output planes (all of them). They add to the same accumulators, so
+ * all of them run on the kernel stream, in order. */
 void
 SetBatches(const LaunchPlan & plan, SlabPlan & s, long long tiles)
 {
@@ -924,6 +925,10 @@ SetChunks(const LaunchPlan & plan, SlabPlan & s, long long residentBlocks, const
     SetBatches(plan, s, tiles);
     return;
   }
+  // The chunks write disjoint tiles: they alternate between two streams, so that the blocks of one
+  // start as the last blocks of the one before finish (on one stream the multiprocessors would
+  // wait for the slowest block of every chunk).
+  const int       streams = (o.KernelStreams == 1) ? 1 : 2;
   const long long padded = s.Fast.ySize[A];
   for (long long first = 0; first < tiles; first += chunk)
   {
@@ -932,7 +937,8 @@ SetChunks(const LaunchPlan & plan, SlabPlan & s, long long residentBlocks, const
     s.Chunks.push_back({ first,
                          count,
                          std::min(padded, (lastLayer + 1) * tileA + 2 * E),
-                         std::min(s.End - s.First, (first + count) / tilesPerLayer * tileA) });
+                         std::min(s.End - s.First, (first + count) / tilesPerLayer * tileA),
+                         static_cast<int>(s.Chunks.size() % streams) });
   }
 }
 } // namespace

@@ -190,6 +190,12 @@ ReadTuningSeams(Overrides & o)
     Refuse(o, "CUDANONLOCALMEANS_CHUNK_TILES", tiles, "a number of tiles of at least 1");
   }
 
+  const std::string streams = Variable("CUDANONLOCALMEANS_KERNEL_STREAMS");
+  if (!streams.empty() && !ParseInteger(streams, 1, 2, o.KernelStreams))
+  {
+    Refuse(o, "CUDANONLOCALMEANS_KERNEL_STREAMS", streams, "1 or 2");
+  }
+
   const std::string columns = Variable("CUDANONLOCALMEANS_COLUMNS");
   if (columns == "0")
   {

@@ -67,6 +67,9 @@ struct Overrides
   std::size_t StagingChunkBytes{ 0 };
   /** CUDANONLOCALMEANS_CHUNK_TILES: tiles per kernel launch (0: the planner's choice). */
   long long ChunkTiles{ 0 };
+  /** CUDANONLOCALMEANS_KERNEL_STREAMS=1|2: kernel launches on one stream, or alternating between
+   * two (0: two, the planner's choice; the buffered-weights kernel's batches always take one). */
+  long long KernelStreams{ 0 };
   /** CUDANONLOCALMEANS_COLUMNS=rows,planes,warps,blocks: a forced shape of the column kernel (2D: planes is 1)
    * (empty: none); =0 sets ColumnKernelOff. */
   std::vector<int> ColumnShape;

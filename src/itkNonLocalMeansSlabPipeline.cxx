@@ -100,7 +100,8 @@ SlabPipeline::AllocateDeviceBuffers()
   }
   m_Run.Statistics.AllocationMilliseconds += MillisecondsSince(start);
   m_Drained = std::make_unique<StreamsDrained>(
-    m_Run.Driver, std::initializer_list<cuda::CUstream>{ m_Run.KernelStream, m_Run.CopyStream });
+    m_Run.Driver,
+    std::initializer_list<cuda::CUstream>{ m_Run.KernelStream, m_Run.SecondKernelStream, m_Run.CopyStream });
 }
 
 /** The slab's padded sigma^2 (noise map), the classic kernel's patch weights (slow mode) and the
@@ -183,6 +184,9 @@ SlabPipeline::UploadPaddingAndLaunching()
     static_cast<const char *>(p.Input) + plane * static_cast<std::size_t>(m_Slab.InputFirst - p.InputStart[A]);
   const long long piecePlanes = std::max<long long>(1, static_cast<long long>(m_Run.Copies.Chunk() / plane));
   m_Uploaded = std::make_unique<Event>(m_Run.Driver);
+  m_PaddingEnqueued = std::make_unique<Event>(m_Run.Driver);
+  m_KernelsBegin = std::make_unique<Event>(m_Run.Driver);
+  m_KernelsBegin->Record(m_Run.KernelStream);
   const auto uploadStart = Clock::now();
   for (long long q = 0; q < planes && !m_Aborted; q += piecePlanes)
   {
@@ -268,9 +272,16 @@ SlabPipeline::LaunchReadyChunks()
     parameters.noiseMap = m_NoiseMap ? m_NoiseMap->Get() : 0;
     parameters.activeTiles = m_ActiveTiles ? m_ActiveTiles->Get() : 0;
     parameters.classicKernel = m_ClassicKernel ? m_ClassicKernel->Get() : 0;
-    void * args[] = { &padded, &output, &parameters };
+    void *               args[] = { &padded, &output, &parameters };
+    const cuda::CUstream stream = chunks[m_Launched].Stream == 0 ? m_Run.KernelStream : m_Run.SecondKernelStream;
+    if (stream != m_Run.KernelStream && m_PaddedForSecond < m_PaddedPlanes) // the padding it reads
+    {
+      m_PaddingEnqueued->Record(m_Run.KernelStream);
+      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(stream, m_PaddingEnqueued->Get(), 0));
+      m_PaddedForSecond = m_PaddedPlanes;
+    }
     m_Starts.push_back(std::make_unique<Event>(m_Run.Driver));
-    m_Starts.back()->Record(m_Run.KernelStream);
+    m_Starts.back()->Record(stream);
     if (config.WeightBatch > 0)
     {
       LaunchBatch(chunks[m_Launched], parameters);
@@ -286,12 +297,12 @@ SlabPipeline::LaunchReadyChunks()
                                         1,
                                         1,
                                         static_cast<unsigned>(config.SharedBytes()),
-                                        m_Run.KernelStream,
+                                        stream,
                                         args,
                                         nullptr));
     }
     m_Ends.push_back(std::make_unique<Event>(m_Run.Driver));
-    m_Ends.back()->Record(m_Run.KernelStream);
+    m_Ends.back()->Record(stream);
     ++m_Launched;
   }
 }
@@ -415,6 +426,7 @@ SlabPipeline::ThrowIfAborted() const
   if (m_Aborted)
   {
     m_Run.Driver.cuStreamSynchronize(m_Run.KernelStream); // the abort is what is reported
+    m_Run.Driver.cuStreamSynchronize(m_Run.SecondKernelStream);
     m_Run.Driver.cuStreamSynchronize(m_Run.CopyStream);
     ProcessAborted e(__FILE__, __LINE__);
     e.SetLocation(ITK_LOCATION);
@@ -424,13 +436,31 @@ SlabPipeline::ThrowIfAborted() const
   }
 }
 
+/** The time some kernel chunk ran: the union of the chunks' spans (from their start events to their
+ * end events), which overlap where one chunk's blocks start as the last ones of another finish. */
+double
+SlabPipeline::KernelMilliseconds() const
+{
+  std::vector<std::pair<double, double>> spans;
+  for (std::size_t i = 0; i < m_Launched; ++i)
+  {
+    spans.emplace_back(m_Starts[i]->Since(*m_KernelsBegin), m_Ends[i]->Since(*m_KernelsBegin));
+  }
+  std::sort(spans.begin(), spans.end());
+  double total = 0.0, reached = 0.0;
+  for (const auto & span : spans)
+  {
+    const double from = std::max(span.first, reached);
+    total += std::max(0.0, span.second - from);
+    reached = std::max(reached, span.second);
+  }
+  return total;
+}
+
 void
 SlabPipeline::AddDeviceTimes() const
 {
-  for (std::size_t i = 0; i < m_Launched; ++i)
-  {
-    m_Run.Statistics.KernelMilliseconds += m_Ends[i]->Since(*m_Starts[i]);
-  }
+  m_Run.Statistics.KernelMilliseconds += KernelMilliseconds();
   for (std::size_t i = 0; i + 1 < m_PadEvents.size(); i += 2)
   {
     m_Run.Statistics.PadMilliseconds += m_PadEvents[i + 1]->Since(*m_PadEvents[i]);

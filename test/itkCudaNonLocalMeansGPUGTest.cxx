@@ -980,8 +980,14 @@ TEST(CudaNonLocalMeansGPU, UploadsInPiecesAndLaunchesOfFewTilesChangeNoBit)
   Compare(
     "4D 2-channel float one plane per piece", Image<VF4>({ 7, 6, 6, 5 }, 2, 31).GetPointer(), { 3, 1, 0.15, 0.1 });
   // Kernel launches of a few tiles each (forced): the later chunks wait for later pieces, and the
-  // output planes of the first chunks are downloaded while the others run.
+  // output planes of the first chunks are downloaded while the others run. They alternate between
+  // two kernel streams (the second waits for the padding it reads), or take one when asked.
   SetEnv("CUDANONLOCALMEANS_CHUNK_TILES", "3");
+  SetEnv("CUDANONLOCALMEANS_KERNEL_STREAMS", "1");
+  Compare("3D float column kernel, chunks of 3 tiles on one stream, one plane per piece",
+          Image<F3>({ 37, 29, 71 }, 1, 37).GetPointer(),
+          { 3, 3, 0.1, 0.05 });
+  SetEnv("CUDANONLOCALMEANS_KERNEL_STREAMS", nullptr);
   Compare(
     "2D float chunks of 3 tiles, pieces of 24 rows", Image<F2>({ 30, 90 }, 1, 35).GetPointer(), { 3, 4, 0.1, 0.05 });
   Compare("4D float chunks of 3 tiles, one plane per piece",

@@ -120,9 +120,13 @@ ExpectSlabsCoverTheOutputOnce(const Problem & p, const LaunchPlan & plan)
     {
       slabTiles *= s.Fast.tiles[a];
     }
-    long long nextTile = 0, done = 0;
+    // They alternate between the two kernel streams (tiles are disjoint), but the buffered-weights
+    // kernel's batches, which add to the same accumulators, take one stream in order.
+    long long   nextTile = 0, done = 0;
+    std::size_t index = 0;
     for (const auto & c : s.Chunks)
     {
+      EXPECT_EQ(c.Stream, plan.Config.WeightBatch > 0 ? 0 : static_cast<int>(index++ % 2));
       EXPECT_EQ(c.FirstTile, nextTile);
       EXPECT_GT(c.Tiles, 0);
       nextTile += c.Tiles;
@@ -592,6 +596,7 @@ TEST(NonLocalMeansLaunchPlan, TheBufferedWeightsKernelServes3DLargePatchesInFloa
     EXPECT_EQ(s.Chunks[i].FirstTile, static_cast<long long>(12 * i));
     EXPECT_EQ(s.Chunks[i].PaddedPlanesRead, s.Fast.ySize[2]);
     EXPECT_EQ(s.Chunks[i].OutputPlanesDone, i + 1 == s.Chunks.size() ? 40 : 0);
+    EXPECT_EQ(s.Chunks[i].Stream, 0) << "batches add to the same accumulators: one stream, in order";
     tiles += s.Chunks[i].Tiles;
   }
   EXPECT_EQ(tiles, plan.TotalTiles);
@@ -918,4 +923,26 @@ TEST(NonLocalMeansLaunchPlan, PlanningStopsWhenTheCallerAborts)
   EXPECT_THROW(itk::nlm::ChooseConfiguration(p, RealDevices().back().Limits, Overrides{}, aborted),
                itk::ProcessAborted);
   EXPECT_EQ(asked, 4);
+}
+
+TEST(NonLocalMeansLaunchPlan, KernelChunksAlternateBetweenTwoStreamsUnlessOneIsAsked)
+{
+  const DeviceLimits h200 = RealDevices().back().Limits;
+  const Problem      p = MakeProblem(3, { 64, 48, 40 }, 3, 3);
+  const LaunchPlan   plan = itk::nlm::PlanSlabs(p, itk::nlm::ChooseConfiguration(p, h200, Overrides{}), h200);
+  Overrides          small;
+  small.ChunkTiles = 5;
+  const SlabPlan two = itk::nlm::PlanSlab(p, plan, 0, 4, small);
+  ASSERT_GT(two.Chunks.size(), 2u);
+  for (std::size_t i = 0; i < two.Chunks.size(); ++i)
+  {
+    EXPECT_EQ(two.Chunks[i].Stream, static_cast<int>(i % 2)) << "chunk " << i;
+  }
+  small.KernelStreams = 1;
+  const SlabPlan one = itk::nlm::PlanSlab(p, plan, 0, 4, small);
+  ASSERT_EQ(one.Chunks.size(), two.Chunks.size());
+  for (const auto & c : one.Chunks)
+  {
+    EXPECT_EQ(c.Stream, 0);
+  }
 }

@@ -81,6 +81,7 @@ TEST(NonLocalMeansOverrides, ValidValuesAreTaken)
   const ScopedVariable device("CUDANONLOCALMEANS_DEVICE", "2");
   const ScopedVariable chunk("CUDANONLOCALMEANS_STAGING_CHUNK", "3001");
   const ScopedVariable tiles("CUDANONLOCALMEANS_CHUNK_TILES", "3");
+  const ScopedVariable streams("CUDANONLOCALMEANS_KERNEL_STREAMS", "1");
   const ScopedVariable tile("CUDANONLOCALMEANS_TILE", "16,16,8,1,256");
   const ScopedVariable columns("CUDANONLOCALMEANS_COLUMNS", "0");
   const ScopedVariable footprint("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "global");
@@ -92,6 +93,7 @@ TEST(NonLocalMeansOverrides, ValidValuesAreTaken)
   EXPECT_EQ(o.Devices, (std::vector<int>{ 2 }));
   EXPECT_EQ(o.StagingChunkBytes, 2992u); // whole 16-byte elements
   EXPECT_EQ(o.ChunkTiles, 3);
+  EXPECT_EQ(o.KernelStreams, 1);
   EXPECT_EQ(o.TileShape, (std::vector<int>{ 16, 16, 8, 1, 256, 1, 1 }));
   EXPECT_TRUE(o.ColumnKernelOff);
   EXPECT_EQ(o.ColumnFootprint, "global");
@@ -129,6 +131,7 @@ TEST(NonLocalMeansOverrides, JunkIsRefusedNamingTheVariable)
   }
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_STAGING_CHUNK", "12").find("at least 64"), std::string::npos);
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_CHUNK_TILES", "0").find("CUDANONLOCALMEANS_CHUNK_TILES"), std::string::npos);
+  EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_KERNEL_STREAMS", "3").find("1 or 2"), std::string::npos);
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMNS", "2,2").find("rows,planes,warps,blocks"), std::string::npos);
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMNS", "1,1,64,1").find("warps at most 32"), std::string::npos);
   EXPECT_NE(RefusalOf("CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "L1").find("shared, global or auto"), std::string::npos);
