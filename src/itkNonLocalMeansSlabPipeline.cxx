@@ -183,8 +183,6 @@ SlabPipeline::UploadPaddingAndLaunching()
   const char *      host =
     static_cast<const char *>(p.Input) + plane * static_cast<std::size_t>(m_Slab.InputFirst - p.InputStart[A]);
   const long long piecePlanes = std::max<long long>(1, static_cast<long long>(m_Run.Copies.Chunk() / plane));
-  m_Uploaded = std::make_unique<Event>(m_Run.Driver);
-  m_PaddingEnqueued = std::make_unique<Event>(m_Run.Driver);
   m_KernelsBegin = std::make_unique<Event>(m_Run.Driver);
   m_KernelsBegin->Record(m_Run.KernelStream);
   const auto uploadStart = Clock::now();
@@ -206,9 +204,7 @@ SlabPipeline::UploadPaddingAndLaunching()
     }
     if (ready > m_PaddedPlanes)
     {
-      m_Uploaded->Record(m_Run.CopyStream);
-      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(m_Run.KernelStream, m_Uploaded->Get(), 0));
-      PadUpTo(ready);
+      PadUpTo(ready); // on the copy stream, after the piece
     }
     while (m_Finished < m_Launched && !m_Aborted && FinishOldestChunk(false))
     {
@@ -230,7 +226,8 @@ SlabPipeline::UploadPaddingAndLaunching()
   }
 }
 
-/** Enqueues the reflect padding of padded planes [m_PaddedPlanes, planes) on the kernel stream. */
+/** Enqueues the reflect padding of padded planes [m_PaddedPlanes, planes) on the copy stream, behind
+ * the upload of the planes it reads. */
 void
 SlabPipeline::PadUpTo(long long planes)
 {
@@ -248,12 +245,12 @@ SlabPipeline::PadUpTo(long long planes)
   const auto blocks = static_cast<unsigned>(
     std::min<std::size_t>((cells + PadKernelThreads - 1) / PadKernelThreads, PadKernelMaximumBlocks));
   m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
-  m_PadEvents.back()->Record(m_Run.KernelStream);
+  m_PadEvents.back()->Record(m_Run.CopyStream);
   ITK_NLM_CUDA_CHECK(
     m_Run.Driver,
-    cuLaunchKernel(m_Run.Module.Pad, blocks, 1, 1, PadKernelThreads, 1, 1, 0, m_Run.KernelStream, args, nullptr));
+    cuLaunchKernel(m_Run.Module.Pad, blocks, 1, 1, PadKernelThreads, 1, 1, 0, m_Run.CopyStream, args, nullptr));
   m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
-  m_PadEvents.back()->Record(m_Run.KernelStream);
+  m_PadEvents.back()->Record(m_Run.CopyStream);
   m_PaddedPlanes = planes;
 }
 
@@ -273,12 +270,13 @@ SlabPipeline::LaunchReadyChunks()
     parameters.activeTiles = m_ActiveTiles ? m_ActiveTiles->Get() : 0;
     parameters.classicKernel = m_ClassicKernel ? m_ClassicKernel->Get() : 0;
     void *               args[] = { &padded, &output, &parameters };
-    const cuda::CUstream stream = chunks[m_Launched].Stream == 0 ? m_Run.KernelStream : m_Run.SecondKernelStream;
-    if (stream != m_Run.KernelStream && m_PaddedForSecond < m_PaddedPlanes) // the padding it reads
+    const int            s = chunks[m_Launched].Stream;
+    const cuda::CUstream stream = (s == 0) ? m_Run.KernelStream : m_Run.SecondKernelStream;
+    if (chunks[m_Launched].PaddedPlanesRead > m_PaddingAwaited[s])
     {
-      m_PaddingEnqueued->Record(m_Run.KernelStream);
-      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(stream, m_PaddingEnqueued->Get(), 0));
-      m_PaddedForSecond = m_PaddedPlanes;
+      // The padding it reads: the end of the last padding launch (on the copy stream, in order).
+      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(stream, m_PadEvents.back()->Get(), 0));
+      m_PaddingAwaited[s] = m_PaddedPlanes;
     }
     m_Starts.push_back(std::make_unique<Event>(m_Run.Driver));
     m_Starts.back()->Record(stream);

@@ -45,9 +45,9 @@ struct SlabRun
   const LoadedModule &                  Module;
   const cuda::DriverAPI &               Driver;
   StagedCopies &                        Copies;
-  cuda::CUstream                        KernelStream;       // padding and kernels
+  cuda::CUstream                        KernelStream;       // kernels
   cuda::CUstream                        SecondKernelStream; // the kernel chunks planned for it (KernelChunk::Stream)
-  cuda::CUstream                        CopyStream;         // uploads and downloads
+  cuda::CUstream                        CopyStream;         // uploads, padding and downloads
   ProcessObject *                       Caller;             // progress and abort; may be null
   MultiThreaderBase *                   Threader;
   unsigned int                          WorkUnits;
@@ -113,10 +113,8 @@ private:
   std::unique_ptr<DeviceBuffer>   m_Weights, m_Accumulators; // the buffered-weights kernel's
   std::unique_ptr<StreamsDrained> m_Drained; // after the buffers: nothing in flight uses them when they go
 
-  std::unique_ptr<Event>              m_Uploaded;             // the planes uploaded so far
-  std::unique_ptr<Event>              m_KernelsBegin;         // on KernelStream before the first padding
-  std::unique_ptr<Event>              m_PaddingEnqueued;      // on KernelStream after the padding so far
-  long long                           m_PaddedForSecond{ 0 }; // padded planes SecondKernelStream waits for
+  std::unique_ptr<Event>              m_KernelsBegin;        // on KernelStream before the first launch
+  long long                           m_PaddingAwaited[2]{}; // padded planes each kernel stream has waited for
   std::atomic<bool>                   m_NonFinite{ false };
   long long                           m_PaddedPlanes{ 0 }; // padded planes enqueued
   std::vector<std::unique_ptr<Event>> m_PadEvents;         // start and end of each padding launch
