@@ -72,7 +72,7 @@ struct KernelChunk
   long long Tiles{ 0 };
   long long PaddedPlanesRead{ 0 }; // padded planes (from the slab's first) it reads
   long long OutputPlanesDone{ 0 }; // output planes complete once it and the chunks before are
-  int       Stream{ 0 };           // 0: the kernel stream (with the padding), 1: the second one
+  int       Stream{ 0 };           // 0: the kernel stream, 1: the second one (the padding is on neither)
 };
 
 /** Everything one slab needs: planes, buffer sizes, kernel parameters and launch chunks. */
