@@ -74,6 +74,7 @@ constexpr int      NVRTC_SUCCESS = 0;
   _(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain")                           \
   _(CUresult, cuCtxPushCurrent, (CUcontext), "cuCtxPushCurrent_v2")                                                    \
   _(CUresult, cuCtxPopCurrent, (CUcontext *), "cuCtxPopCurrent_v2")                                                    \
+  _(CUresult, cuCtxGetStreamPriorityRange, (int *, int *), "cuCtxGetStreamPriorityRange")                              \
   _(CUresult, cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData")                                        \
   _(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *), "cuModuleGetFunction")                      \
   _(CUresult, cuFuncSetAttribute, (CUfunction, int, int), "cuFuncSetAttribute")                                        \
@@ -91,6 +92,7 @@ constexpr int      NVRTC_SUCCESS = 0;
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **),    \
     "cuLaunchKernel")                                                                                                  \
   _(CUresult, cuStreamCreate, (CUstream *, unsigned int), "cuStreamCreate")                                            \
+  _(CUresult, cuStreamCreateWithPriority, (CUstream *, unsigned int, int), "cuStreamCreateWithPriority")               \
   _(CUresult, cuStreamSynchronize, (CUstream), "cuStreamSynchronize")                                                  \
   _(CUresult, cuStreamWaitEvent, (CUstream, CUevent, unsigned int), "cuStreamWaitEvent")                               \
   _(CUresult, cuStreamDestroy, (CUstream), "cuStreamDestroy_v2")                                                       \

@@ -237,10 +237,11 @@ private:
     const DeviceLimits   limits = device.Limits();
     const LoadedModule & module = device.Module(m_Plan.Config, statistics);
     const Stream         kernels(device.Driver()), secondKernels(device.Driver()), copies(device.Driver());
+    const Stream         padding(device.Driver(), Stream::Priority::Highest);
     auto                 threader = MultiThreaderBase::New(); // the caller's is not shared between threads
     StagedCopies         staged(device, threader, m_WorkUnits, m_Overrides.StagingChunkBytes);
-    SlabRun run{ problem,      m_Plan,  module,   device.Driver(), staged,    kernels.Get(), secondKernels.Get(),
-                 copies.Get(), nullptr, threader, m_WorkUnits,     statistics };
+    SlabRun run{ problem,      m_Plan,        module,  device.Driver(), staged,      kernels.Get(), secondKernels.Get(),
+                 copies.Get(), padding.Get(), nullptr, threader,        m_WorkUnits, statistics };
     run.InputChecked = true;
     run.SharedTilesDone = &m_TilesDone;
     run.SharedStop = &m_Stop;
@@ -346,9 +347,12 @@ NonLocalMeansCUDABackend::RunOnOneDevice(nlm::CUDADevice &   device,
   RecordPlan(m_Statistics, plan, MillisecondsSince(setupStart));
 
   const nlm::Stream kernels(device.Driver()), secondKernels(device.Driver()), copies(device.Driver());
+  const nlm::Stream padding(device.Driver(), nlm::Stream::Priority::Highest);
   nlm::StagedCopies staged(device, threader, numberOfWorkUnits, overrides.StagingChunkBytes);
-  nlm::SlabRun run{ problem,      plan,   module,   device.Driver(),   staged,      kernels.Get(), secondKernels.Get(),
-                    copies.Get(), caller, threader, numberOfWorkUnits, m_Statistics };
+  nlm::SlabRun      run{
+    problem,       plan,   module,   device.Driver(),   staged,      kernels.Get(), secondKernels.Get(), copies.Get(),
+    padding.Get(), caller, threader, numberOfWorkUnits, m_Statistics
+  };
   const long long residentBlocks =
     static_cast<long long>(limits.Multiprocessors) * module.ResidentBlocksPerMultiprocessor;
   for (long long index = 0; index < plan.Slabs; ++index)

@@ -336,10 +336,17 @@ DeviceBuffer::~DeviceBuffer()
   }
 }
 
-Stream::Stream(const cuda::DriverAPI & driver)
+Stream::Stream(const cuda::DriverAPI & driver, Priority priority)
   : m_Driver(driver)
 {
-  ITK_NLM_CUDA_CHECK(driver, cuStreamCreate(&m_Stream, cuda::CU_STREAM_NON_BLOCKING));
+  if (priority == Priority::Normal)
+  {
+    ITK_NLM_CUDA_CHECK(driver, cuStreamCreate(&m_Stream, cuda::CU_STREAM_NON_BLOCKING));
+    return;
+  }
+  int least = 0, greatest = 0; // the greatest priority is the lowest number
+  ITK_NLM_CUDA_CHECK(driver, cuCtxGetStreamPriorityRange(&least, &greatest));
+  ITK_NLM_CUDA_CHECK(driver, cuStreamCreateWithPriority(&m_Stream, cuda::CU_STREAM_NON_BLOCKING, greatest));
 }
 
 Stream::~Stream()

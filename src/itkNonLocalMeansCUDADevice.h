@@ -27,11 +27,11 @@
 #include "itkNonLocalMeansKernelCompiler.h"
 #include "itkNonLocalMeansLaunchPlan.h"
 
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace itk
@@ -215,11 +215,18 @@ private:
   cuda::CUdeviceptr       m_Pointer{ 0 };
 };
 
-/** A non-blocking stream, synchronized and destroyed on scope exit. */
+/** A non-blocking stream, synchronized and destroyed on scope exit. The blocks of the kernels
+ * launched on a stream of the highest priority start before the waiting blocks of other streams'
+ * kernels. */
 class Stream
 {
 public:
-  explicit Stream(const cuda::DriverAPI & driver);
+  enum class Priority
+  {
+    Normal,
+    Highest
+  };
+  explicit Stream(const cuda::DriverAPI & driver, Priority priority = Priority::Normal);
   ~Stream();
   ITK_DISALLOW_COPY_AND_MOVE(Stream);
   cuda::CUstream
@@ -239,9 +246,9 @@ private:
 class StreamsDrained
 {
 public:
-  StreamsDrained(const cuda::DriverAPI & driver, std::initializer_list<cuda::CUstream> streams)
+  StreamsDrained(const cuda::DriverAPI & driver, std::vector<cuda::CUstream> streams)
     : m_Driver(driver)
-    , m_Streams(streams)
+    , m_Streams(std::move(streams))
   {}
   ~StreamsDrained();
   ITK_DISALLOW_COPY_AND_MOVE(StreamsDrained);

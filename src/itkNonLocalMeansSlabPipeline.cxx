@@ -99,9 +99,7 @@ SlabPipeline::AllocateDeviceBuffers()
     m_Accumulators = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.AccumulatorBytes);
   }
   m_Run.Statistics.AllocationMilliseconds += MillisecondsSince(start);
-  m_Drained = std::make_unique<StreamsDrained>(
-    m_Run.Driver,
-    std::initializer_list<cuda::CUstream>{ m_Run.KernelStream, m_Run.SecondKernelStream, m_Run.CopyStream });
+  m_Drained = std::make_unique<StreamsDrained>(m_Run.Driver, m_Run.Streams());
 }
 
 /** The slab's padded sigma^2 (noise map), the classic kernel's patch weights (slow mode) and the
@@ -183,6 +181,7 @@ SlabPipeline::UploadPaddingAndLaunching()
   const char *      host =
     static_cast<const char *>(p.Input) + plane * static_cast<std::size_t>(m_Slab.InputFirst - p.InputStart[A]);
   const long long piecePlanes = std::max<long long>(1, static_cast<long long>(m_Run.Copies.Chunk() / plane));
+  m_Uploaded = std::make_unique<Event>(m_Run.Driver);
   m_KernelsBegin = std::make_unique<Event>(m_Run.Driver);
   m_KernelsBegin->Record(m_Run.KernelStream);
   const auto uploadStart = Clock::now();
@@ -204,7 +203,8 @@ SlabPipeline::UploadPaddingAndLaunching()
     }
     if (ready > m_PaddedPlanes)
     {
-      PadUpTo(ready); // on the copy stream, after the piece
+      m_Uploaded->Record(m_Run.CopyStream);
+      PadUpTo(ready);
     }
     while (m_Finished < m_Launched && !m_Aborted && FinishOldestChunk(false))
     {
@@ -226,8 +226,9 @@ SlabPipeline::UploadPaddingAndLaunching()
   }
 }
 
-/** Enqueues the reflect padding of padded planes [m_PaddedPlanes, planes) on the copy stream, behind
- * the upload of the planes it reads. */
+/** Enqueues the reflect padding of padded planes [m_PaddedPlanes, planes) on the padding stream,
+ * behind the upload of the planes it reads (m_Uploaded). Its stream's priority starts its blocks
+ * ahead of the kernel chunks' waiting blocks, and the uploads behind it do not wait for it. */
 void
 SlabPipeline::PadUpTo(long long planes)
 {
@@ -244,13 +245,14 @@ SlabPipeline::PadUpTo(long long planes)
                             static_cast<std::size_t>(planes - m_PaddedPlanes);
   const auto blocks = static_cast<unsigned>(
     std::min<std::size_t>((cells + PadKernelThreads - 1) / PadKernelThreads, PadKernelMaximumBlocks));
+  ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(m_Run.PadStream, m_Uploaded->Get(), 0));
   m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
-  m_PadEvents.back()->Record(m_Run.CopyStream);
+  m_PadEvents.back()->Record(m_Run.PadStream);
   ITK_NLM_CUDA_CHECK(
     m_Run.Driver,
-    cuLaunchKernel(m_Run.Module.Pad, blocks, 1, 1, PadKernelThreads, 1, 1, 0, m_Run.CopyStream, args, nullptr));
+    cuLaunchKernel(m_Run.Module.Pad, blocks, 1, 1, PadKernelThreads, 1, 1, 0, m_Run.PadStream, args, nullptr));
   m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
-  m_PadEvents.back()->Record(m_Run.CopyStream);
+  m_PadEvents.back()->Record(m_Run.PadStream);
   m_PaddedPlanes = planes;
 }
 
@@ -274,7 +276,7 @@ SlabPipeline::LaunchReadyChunks()
     const cuda::CUstream stream = (s == 0) ? m_Run.KernelStream : m_Run.SecondKernelStream;
     if (chunks[m_Launched].PaddedPlanesRead > m_PaddingAwaited[s])
     {
-      // The padding it reads: the end of the last padding launch (on the copy stream, in order).
+      // The padding it reads: the end of the last padding launch (on the padding stream, in order).
       ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(stream, m_PadEvents.back()->Get(), 0));
       m_PaddingAwaited[s] = m_PaddedPlanes;
     }
@@ -423,9 +425,10 @@ SlabPipeline::ThrowIfAborted() const
 {
   if (m_Aborted)
   {
-    m_Run.Driver.cuStreamSynchronize(m_Run.KernelStream); // the abort is what is reported
-    m_Run.Driver.cuStreamSynchronize(m_Run.SecondKernelStream);
-    m_Run.Driver.cuStreamSynchronize(m_Run.CopyStream);
+    for (const cuda::CUstream stream : m_Run.Streams())
+    {
+      m_Run.Driver.cuStreamSynchronize(stream); // the abort is what is reported
+    }
     ProcessAborted e(__FILE__, __LINE__);
     e.SetLocation(ITK_LOCATION);
     e.SetDescription(std::string("Object ") + (m_Run.Caller ? m_Run.Caller->GetNameOfClass() : "CUDA backend") +

@@ -47,7 +47,8 @@ struct SlabRun
   StagedCopies &                        Copies;
   cuda::CUstream                        KernelStream;       // kernels
   cuda::CUstream                        SecondKernelStream; // the kernel chunks planned for it (KernelChunk::Stream)
-  cuda::CUstream                        CopyStream;         // uploads, padding and downloads
+  cuda::CUstream                        CopyStream;         // uploads and downloads
+  cuda::CUstream                        PadStream;          // the padding (highest priority)
   ProcessObject *                       Caller;             // progress and abort; may be null
   MultiThreaderBase *                   Threader;
   unsigned int                          WorkUnits;
@@ -58,6 +59,13 @@ struct SlabRun
    * the calling thread reports progress and aborts, as Caller is then null. */
   std::atomic<long long> *  SharedTilesDone{ nullptr };
   const std::atomic<bool> * SharedStop{ nullptr };
+
+  /** The streams a slab's work is enqueued on. */
+  std::vector<cuda::CUstream>
+  Streams() const
+  {
+    return { KernelStream, SecondKernelStream, CopyStream, PadStream };
+  }
 };
 
 /** \class SlabPipeline
@@ -117,6 +125,7 @@ private:
   long long                           m_PaddingAwaited[2]{}; // padded planes each kernel stream has waited for
   std::atomic<bool>                   m_NonFinite{ false };
   long long                           m_PaddedPlanes{ 0 }; // padded planes enqueued
+  std::unique_ptr<Event>              m_Uploaded;          // the planes uploaded so far
   std::vector<std::unique_ptr<Event>> m_PadEvents;         // start and end of each padding launch
   std::vector<std::unique_ptr<Event>> m_Starts, m_Ends;    // of each kernel chunk
   std::size_t                         m_Launched{ 0 }, m_Finished{ 0 };
