@@ -462,6 +462,9 @@ void
 SlabPipeline::AddDeviceTimes() const
 {
   m_Run.Statistics.KernelMilliseconds += KernelMilliseconds();
+  // The padding's events have ended: every chunk that waited for them has, but a plan need not
+  // make the last chunk read the last padded plane.
+  ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.PadStream));
   for (std::size_t i = 0; i + 1 < m_PadEvents.size(); i += 2)
   {
     m_Run.Statistics.PadMilliseconds += m_PadEvents[i + 1]->Since(*m_PadEvents[i]);
