@@ -236,12 +236,12 @@ private:
     const ScopedContext  context(device);
     const DeviceLimits   limits = device.Limits();
     const LoadedModule & module = device.Module(m_Plan.Config, statistics);
-    const Stream         kernels(device.Driver()), secondKernels(device.Driver()), copies(device.Driver());
-    const Stream         padding(device.Driver(), Stream::Priority::Highest);
+    const SlabStreams    streams(device.Driver());
     auto                 threader = MultiThreaderBase::New(); // the caller's is not shared between threads
     StagedCopies         staged(device, threader, m_WorkUnits, m_Overrides.StagingChunkBytes);
-    SlabRun run{ problem,      m_Plan,        module,  device.Driver(), staged,      kernels.Get(), secondKernels.Get(),
-                 copies.Get(), padding.Get(), nullptr, threader,        m_WorkUnits, statistics };
+    SlabRun              run{
+      problem, m_Plan, module, device.Driver(), staged, streams, nullptr, threader, m_WorkUnits, statistics
+    };
     run.InputChecked = true;
     run.SharedTilesDone = &m_TilesDone;
     run.SharedStop = &m_Stop;
@@ -346,14 +346,11 @@ NonLocalMeansCUDABackend::RunOnOneDevice(nlm::CUDADevice &   device,
   const nlm::LoadedModule & module = device.Module(plan.Config, m_Statistics);
   RecordPlan(m_Statistics, plan, MillisecondsSince(setupStart));
 
-  const nlm::Stream kernels(device.Driver()), secondKernels(device.Driver()), copies(device.Driver());
-  const nlm::Stream padding(device.Driver(), nlm::Stream::Priority::Highest);
-  nlm::StagedCopies staged(device, threader, numberOfWorkUnits, overrides.StagingChunkBytes);
-  nlm::SlabRun      run{
-    problem,       plan,   module,   device.Driver(),   staged,      kernels.Get(), secondKernels.Get(), copies.Get(),
-    padding.Get(), caller, threader, numberOfWorkUnits, m_Statistics
-  };
-  const long long residentBlocks =
+  const nlm::SlabStreams streams(device.Driver());
+  nlm::StagedCopies      staged(device, threader, numberOfWorkUnits, overrides.StagingChunkBytes);
+  nlm::SlabRun           run{ problem, plan,   module,   device.Driver(),   staged,
+                    streams, caller, threader, numberOfWorkUnits, m_Statistics };
+  const long long        residentBlocks =
     static_cast<long long>(limits.Multiprocessors) * module.ResidentBlocksPerMultiprocessor;
   for (long long index = 0; index < plan.Slabs; ++index)
   {

@@ -99,7 +99,7 @@ SlabPipeline::AllocateDeviceBuffers()
     m_Accumulators = std::make_unique<DeviceBuffer>(m_Run.Driver, m_Slab.AccumulatorBytes);
   }
   m_Run.Statistics.AllocationMilliseconds += MillisecondsSince(start);
-  m_Drained = std::make_unique<StreamsDrained>(m_Run.Driver, m_Run.Streams());
+  m_Drained = std::make_unique<StreamsDrained>(m_Run.Driver, m_Run.Streams.All());
 }
 
 /** The slab's padded sigma^2 (noise map), the classic kernel's patch weights (slow mode) and the
@@ -115,8 +115,9 @@ SlabPipeline::UploadExtensions()
     const auto upload = [&](const auto & values) {
       const std::size_t bytes = values.size() * sizeof(values[0]);
       m_NoiseMap = std::make_unique<DeviceBuffer>(m_Run.Driver, bytes);
-      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuMemcpyHtoDAsync(m_NoiseMap->Get(), values.data(), bytes, m_Run.KernelStream));
-      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.KernelStream)); // before `values` goes
+      ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                         cuMemcpyHtoDAsync(m_NoiseMap->Get(), values.data(), bytes, m_Run.Streams.Kernels.Get()));
+      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.Streams.Kernels.Get())); // before `values` goes
     };
     if (single)
     {
@@ -133,8 +134,8 @@ SlabPipeline::UploadExtensions()
       const std::size_t bytes = kernel.size() * sizeof(kernel[0]);
       m_ClassicKernel = std::make_unique<DeviceBuffer>(m_Run.Driver, bytes);
       ITK_NLM_CUDA_CHECK(m_Run.Driver,
-                         cuMemcpyHtoDAsync(m_ClassicKernel->Get(), kernel.data(), bytes, m_Run.KernelStream));
-      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.KernelStream));
+                         cuMemcpyHtoDAsync(m_ClassicKernel->Get(), kernel.data(), bytes, m_Run.Streams.Kernels.Get()));
+      ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.Streams.Kernels.Get()));
     };
     const int n = static_cast<int>(p.Dimension), K = static_cast<int>(p.Components);
     const int s = NonLocalMeansBackend::EffectivePatchSize(p.PatchSize);
@@ -158,12 +159,13 @@ SlabPipeline::UploadExtensions()
                                                          m_Run.Threader,
                                                          m_Run.WorkUnits);
     m_ActiveTiles = std::make_unique<DeviceBuffer>(m_Run.Driver, active.size());
-    ITK_NLM_CUDA_CHECK(m_Run.Driver,
-                       cuMemcpyHtoDAsync(m_ActiveTiles->Get(), active.data(), active.size(), m_Run.KernelStream));
+    ITK_NLM_CUDA_CHECK(
+      m_Run.Driver, cuMemcpyHtoDAsync(m_ActiveTiles->Get(), active.data(), active.size(), m_Run.Streams.Kernels.Get()));
     // Skipped tiles write nothing: their planes are downloaded as zeros, then replaced by the input
     // (KeepInputWhereMasked).
-    ITK_NLM_CUDA_CHECK(m_Run.Driver, cuMemsetD8Async(m_Output->Get(), 0, m_Slab.OutputBytes, m_Run.KernelStream));
-    ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.KernelStream));
+    ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                       cuMemsetD8Async(m_Output->Get(), 0, m_Slab.OutputBytes, m_Run.Streams.Kernels.Get()));
+    ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.Streams.Kernels.Get()));
   }
   m_Run.Statistics.UploadMilliseconds += MillisecondsSince(start);
 }
@@ -183,7 +185,7 @@ SlabPipeline::UploadPaddingAndLaunching()
   const long long piecePlanes = std::max<long long>(1, static_cast<long long>(m_Run.Copies.Chunk() / plane));
   m_Uploaded = std::make_unique<Event>(m_Run.Driver);
   m_KernelsBegin = std::make_unique<Event>(m_Run.Driver);
-  m_KernelsBegin->Record(m_Run.KernelStream);
+  m_KernelsBegin->Record(m_Run.Streams.Kernels.Get());
   const auto uploadStart = Clock::now();
   for (long long q = 0; q < planes && !m_Aborted; q += piecePlanes)
   {
@@ -192,7 +194,7 @@ SlabPipeline::UploadPaddingAndLaunching()
     m_Run.Copies.Upload(m_Input->Get() + at,
                         host + at,
                         static_cast<std::size_t>(qEnd - q) * plane,
-                        m_Run.CopyStream,
+                        m_Run.Streams.Copies.Get(),
                         m_StageIn,
                         m_FuseCheck ? &m_NonFinite : nullptr,
                         p.InputType);
@@ -203,7 +205,7 @@ SlabPipeline::UploadPaddingAndLaunching()
     }
     if (ready > m_PaddedPlanes)
     {
-      m_Uploaded->Record(m_Run.CopyStream);
+      m_Uploaded->Record(m_Run.Streams.Copies.Get());
       PadUpTo(ready);
     }
     while (m_Finished < m_Launched && !m_Aborted && FinishOldestChunk(false))
@@ -245,14 +247,15 @@ SlabPipeline::PadUpTo(long long planes)
                             static_cast<std::size_t>(planes - m_PaddedPlanes);
   const auto blocks = static_cast<unsigned>(
     std::min<std::size_t>((cells + PadKernelThreads - 1) / PadKernelThreads, PadKernelMaximumBlocks));
-  ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(m_Run.PadStream, m_Uploaded->Get(), 0));
+  ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(m_Run.Streams.Padding.Get(), m_Uploaded->Get(), 0));
   m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
-  m_PadEvents.back()->Record(m_Run.PadStream);
+  m_PadEvents.back()->Record(m_Run.Streams.Padding.Get());
   ITK_NLM_CUDA_CHECK(
     m_Run.Driver,
-    cuLaunchKernel(m_Run.Module.Pad, blocks, 1, 1, PadKernelThreads, 1, 1, 0, m_Run.PadStream, args, nullptr));
+    cuLaunchKernel(
+      m_Run.Module.Pad, blocks, 1, 1, PadKernelThreads, 1, 1, 0, m_Run.Streams.Padding.Get(), args, nullptr));
   m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
-  m_PadEvents.back()->Record(m_Run.PadStream);
+  m_PadEvents.back()->Record(m_Run.Streams.Padding.Get());
   m_PaddedPlanes = planes;
 }
 
@@ -273,7 +276,7 @@ SlabPipeline::LaunchReadyChunks()
     parameters.classicKernel = m_ClassicKernel ? m_ClassicKernel->Get() : 0;
     void *               args[] = { &padded, &output, &parameters };
     const int            s = chunks[m_Launched].Stream;
-    const cuda::CUstream stream = (s == 0) ? m_Run.KernelStream : m_Run.SecondKernelStream;
+    const cuda::CUstream stream = (s == 0) ? m_Run.Streams.Kernels.Get() : m_Run.Streams.SecondKernels.Get();
     if (chunks[m_Launched].PaddedPlanesRead > m_PaddingAwaited[s])
     {
       // The padding it reads: the end of the last padding launch (on the padding stream, in order).
@@ -332,7 +335,7 @@ SlabPipeline::LaunchBatch(const KernelChunk & chunk, FastKernelParameters & para
                                     1,
                                     1,
                                     static_cast<unsigned>(config.SharedBytes()),
-                                    m_Run.KernelStream,
+                                    m_Run.Streams.Kernels.Get(),
                                     args,
                                     nullptr));
   const auto & n = parameters.outSize;
@@ -345,7 +348,7 @@ SlabPipeline::LaunchBatch(const KernelChunk & chunk, FastKernelParameters & para
                                     static_cast<unsigned>(BufferedGatherBlock[1]),
                                     1,
                                     0,
-                                    m_Run.KernelStream,
+                                    m_Run.Streams.Kernels.Get(),
                                     args,
                                     nullptr));
 }
@@ -412,7 +415,7 @@ SlabPipeline::DownloadAsChunksComplete()
       m_Run.Copies.Download(host + at,
                             m_Output->Get() + at,
                             static_cast<std::size_t>(planes - downloaded) * plane,
-                            m_Run.CopyStream,
+                            m_Run.Streams.Copies.Get(),
                             m_StageOut);
       m_Run.Statistics.DownloadMilliseconds += MillisecondsSince(start);
       downloaded = planes;
@@ -425,7 +428,7 @@ SlabPipeline::ThrowIfAborted() const
 {
   if (m_Aborted)
   {
-    for (const cuda::CUstream stream : m_Run.Streams())
+    for (const cuda::CUstream stream : m_Run.Streams.All())
     {
       m_Run.Driver.cuStreamSynchronize(stream); // the abort is what is reported
     }
@@ -464,7 +467,7 @@ SlabPipeline::AddDeviceTimes() const
   m_Run.Statistics.KernelMilliseconds += KernelMilliseconds();
   // The padding's events have ended: every chunk that waited for them has, but a plan need not
   // make the last chunk read the last padded plane.
-  ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.PadStream));
+  ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamSynchronize(m_Run.Streams.Padding.Get()));
   for (std::size_t i = 0; i + 1 < m_PadEvents.size(); i += 2)
   {
     m_Run.Statistics.PadMilliseconds += m_PadEvents[i + 1]->Since(*m_PadEvents[i]);

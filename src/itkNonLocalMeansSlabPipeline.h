@@ -37,6 +37,29 @@ class ProcessObject;
 namespace nlm
 {
 
+/** The streams that every slab of one Run on one device enqueues its work on, created together. */
+struct SlabStreams
+{
+  explicit SlabStreams(const cuda::DriverAPI & driver)
+    : Kernels(driver)
+    , SecondKernels(driver)
+    , Copies(driver)
+    , Padding(driver, Stream::Priority::Highest)
+  {}
+
+  const Stream Kernels;       // kernels
+  const Stream SecondKernels; // the kernel chunks planned for it (KernelChunk::Stream)
+  const Stream Copies;        // uploads and downloads
+  const Stream Padding;       // the padding (highest priority)
+
+  /** All of them, for draining and aborts. */
+  std::vector<cuda::CUstream>
+  All() const
+  {
+    return { Kernels.Get(), SecondKernels.Get(), Copies.Get(), Padding.Get() };
+  }
+};
+
 /** What every slab of one Run shares. */
 struct SlabRun
 {
@@ -45,11 +68,8 @@ struct SlabRun
   const LoadedModule &                  Module;
   const cuda::DriverAPI &               Driver;
   StagedCopies &                        Copies;
-  cuda::CUstream                        KernelStream;       // kernels
-  cuda::CUstream                        SecondKernelStream; // the kernel chunks planned for it (KernelChunk::Stream)
-  cuda::CUstream                        CopyStream;         // uploads and downloads
-  cuda::CUstream                        PadStream;          // the padding (highest priority)
-  ProcessObject *                       Caller;             // progress and abort; may be null
+  const SlabStreams &                   Streams;
+  ProcessObject *                       Caller; // progress and abort; may be null
   MultiThreaderBase *                   Threader;
   unsigned int                          WorkUnits;
   NonLocalMeansBackend::RunStatistics & Statistics;
@@ -59,13 +79,6 @@ struct SlabRun
    * the calling thread reports progress and aborts, as Caller is then null. */
   std::atomic<long long> *  SharedTilesDone{ nullptr };
   const std::atomic<bool> * SharedStop{ nullptr };
-
-  /** The streams a slab's work is enqueued on. */
-  std::vector<cuda::CUstream>
-  Streams() const
-  {
-    return { KernelStream, SecondKernelStream, CopyStream, PadStream };
-  }
 };
 
 /** \class SlabPipeline
@@ -121,7 +134,7 @@ private:
   std::unique_ptr<DeviceBuffer>   m_Weights, m_Accumulators; // the buffered-weights kernel's
   std::unique_ptr<StreamsDrained> m_Drained; // after the buffers: nothing in flight uses them when they go
 
-  std::unique_ptr<Event>              m_KernelsBegin;        // on KernelStream before the first launch
+  std::unique_ptr<Event>              m_KernelsBegin;        // on Streams.Kernels before the first launch
   long long                           m_PaddingAwaited[2]{}; // padded planes each kernel stream has waited for
   std::atomic<bool>                   m_NonFinite{ false };
   long long                           m_PaddedPlanes{ 0 }; // padded planes enqueued
