@@ -4,7 +4,6 @@ filters and this module's in both directions (one SWIG type table, shared ITK gl
 import importlib.metadata as metadata
 import re
 import sys
-import sysconfig
 from pathlib import Path
 
 import itk
@@ -25,12 +24,14 @@ def _installed_by(distribution, path):
 
 
 def test_itk_is_pypi_itk_core_in_this_environment():
-    site = Path(sysconfig.get_paths()["platlib"]).resolve()
     package = Path(itk.__file__).resolve().parent
     print(f"itk {itk.Version.GetITKVersion()} imported from {package}; Python {sys.version.split()[0]}")
     assert metadata.version("itk-core") == EXPECTED_ITK
     assert itk.Version.GetITKVersion() == EXPECTED_ITK
-    assert package.parent == site, f"itk comes from {package}, not from this environment's {site}"
+    # The folder itk-core installed: this environment's site-packages, or a `pip install --target`
+    # folder on PYTHONPATH.
+    site = Path(metadata.distribution("itk-core").locate_file("")).resolve()
+    assert package.parent == site, f"itk comes from {package}, not from itk-core's folder {site}"
     # Its compiled core is the file PyPI's itk-core wheel installed, not one built here.
     common = next(package.glob("_ITKCommonPython*.so"))
     assert _installed_by("itk-core", common), f"{common} is not itk-core's"
