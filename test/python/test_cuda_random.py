@@ -110,8 +110,8 @@ def draw(rng):
 
 
 def described(image, kwargs):
-    """The case in words, arrays by their shape."""
-    shown = {k: (f"array{np.shape(v)}" if np.ndim(v) > 0 else v) for k, v in kwargs.items()}
+    """The case in words, arrays (noise map, mask) by their shape."""
+    shown = {k: (f"array{v.shape}" if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
     return f"{image.dtype}{image.shape} {shown}"
 
 
