@@ -71,6 +71,38 @@ def smooth_noisy(shape, channels=1, dtype=np.float32, seed=0):
     return image.astype(dtype)
 
 
+#: The integer dtypes of the random cases, and the largest magnitude their values take.
+INTEGER_TOPS = {"uint8": 255, "uint16": 4000, "int16": 2000}
+
+
+def random_data(rng, full, kind):
+    """Random float64 values of shape `full` for the random cases: "smooth" (a pattern with noise),
+    "uniform" (noise in [0, 1)) or "blocks" (thirds, with a constant corner)."""
+    if kind == "smooth":
+        grids = np.meshgrid(*[np.linspace(0, 1, n) for n in full], indexing="ij")
+        return 0.45 + 0.25 * np.sin(4 * grids[0] + 3 * grids[-1]) + 0.1 * rng.standard_normal(full)
+    if kind == "uniform":
+        return rng.random(full)
+    if kind == "blocks":
+        image = np.round(rng.random(full) * 3) / 3
+        image[tuple(slice(0, max(1, n // 2)) for n in full)] = 0.25
+        return image
+    raise ValueError(f"unknown kind of data {kind!r}")
+
+
+def integer_values(image, dtype):
+    """`image` scaled to whole numbers up to INTEGER_TOPS[dtype] (centred on 0 for int16), still
+    float64; the caller converts it to `dtype`."""
+    top = INTEGER_TOPS[dtype]
+    unit = image / max(1e-9, float(np.abs(image).max()))
+    return np.round(unit * top - (top / 2 if dtype == "int16" else 0))
+
+
+def described(kwargs):
+    """Keyword arguments in words, arrays (noise maps, masks) by their shape."""
+    return str({k: (f"array{v.shape}" if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()})
+
+
 def max_ulp_distance(a, b):
     """Largest distance in representable values between two float arrays of one dtype."""
     return int(np.max(ulp_distance(a, b))) if a.size else 0

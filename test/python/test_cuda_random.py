@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import BACKEND, RANDOM_SEED as SEED
+from conftest import BACKEND, INTEGER_TOPS, RANDOM_SEED as SEED, described, integer_values, random_data
 from itk_cudanonlocalmeans import denoise_nl_means
 
 pytestmark = pytest.mark.skipif(BACKEND != "cuda", reason="NLM_TEST_BACKEND is not cuda")
@@ -41,19 +41,6 @@ def draw_shape(rng, ndim):
             shape[int(rng.integers(0, ndim))] = int(rng.integers(1, 6))
         if np.prod(shape) <= VOXELS[ndim]:
             return tuple(shape)
-
-
-def draw_image(rng, full):
-    """Smooth data with noise, uniform noise, or constant blocks, as float64."""
-    kind = str(rng.choice(["smooth", "uniform", "blocks"]))
-    if kind == "smooth":
-        grids = np.meshgrid(*[np.linspace(0, 1, n) for n in full], indexing="ij")
-        return 0.45 + 0.25 * np.sin(4 * grids[0] + 3 * grids[-1]) + 0.1 * rng.standard_normal(full)
-    if kind == "uniform":
-        return rng.random(full)
-    image = np.round(rng.random(full) * 3) / 3
-    image[tuple(slice(0, max(1, n // 2)) for n in full)] = 0.25
-    return image
 
 
 def draw_extensions(rng, shape, ndim, size, distance, sigma):
@@ -81,27 +68,23 @@ def draw(rng):
     shape = draw_shape(rng, ndim)
     fast = ndim == 4 or bool(rng.random() < 0.85)
     channels = int(rng.integers(2, 5)) if rng.random() < 0.25 and (fast or ndim == 2) else 1
-    if not fast and ndim == 3:
-        channels = 1
     size = int(rng.integers(0, 14 if ndim < 4 else 8))
     distance = int(rng.integers(0, 12 if ndim < 4 else 5))
-    voxels = float(np.prod(shape)) * channels
-    work = voxels * (2 * distance + 1) ** ndim * (1 if fast else max(size | 1, 1) ** ndim)
-    bar = FAST_WORK if fast else CLASSIC_WORK
-    while work > bar and distance > 0:
+    # The distance shrinks until the case's work is under its mode's bar.
+    patch_terms = 1 if fast else (size | 1) ** ndim
+    while distance > 0 and np.prod(shape) * channels * (2 * distance + 1) ** ndim * patch_terms > (
+            FAST_WORK if fast else CLASSIC_WORK):
         distance -= 1
-        work = voxels * (2 * distance + 1) ** ndim * (1 if fast else max(size | 1, 1) ** ndim)
     full = shape + ((channels,) if channels > 1 else ())
-    image = draw_image(rng, full)
+    image = random_data(rng, full, str(rng.choice(["smooth", "uniform", "blocks"])))
     dtype = str(rng.choice(["float32", "float64", "uint8", "uint16", "int16"], p=[0.4, 0.35, 0.1, 0.1, 0.05]))
     preserve_range = bool(rng.random() < 0.5)
     h = float(10 ** rng.uniform(-2, 0.3))
     sigma = float(rng.choice([0.0, 10 ** rng.uniform(-3, -0.5)]))
-    if dtype in ("uint8", "uint16", "int16"):
-        top = {"uint8": 255, "uint16": 4000, "int16": 2000}[dtype]
-        image = np.round(image / max(1e-9, float(np.abs(image).max())) * top - (top / 2 if dtype == "int16" else 0))
+    if dtype in INTEGER_TOPS:
+        image = integer_values(image, dtype)
         if preserve_range:
-            h, sigma = h * top, sigma * top
+            h, sigma = h * INTEGER_TOPS[dtype], sigma * INTEGER_TOPS[dtype]
     kwargs = dict(patch_size=size, patch_distance=distance, h=h, fast_mode=fast, sigma=sigma,
                   preserve_range=preserve_range, channel_axis=-1 if channels > 1 else None)
     if fast and rng.random() < 0.4:
@@ -109,16 +92,10 @@ def draw(rng):
     return image.astype(dtype), kwargs
 
 
-def described(image, kwargs):
-    """The case in words, arrays (noise map, mask) by their shape."""
-    shown = {k: (f"array{v.shape}" if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
-    return f"{image.dtype}{image.shape} {shown}"
-
-
 @pytest.mark.parametrize("case", range(COUNT), ids=[f"seed{SEED}-case{i}" for i in range(COUNT)])
 def test_random_case_on_the_gpu_equals_the_cpu_backend_bitwise(case):
     image, kwargs = draw(np.random.default_rng([SEED, 1 << 21, case]))
-    name = f"NLM_RANDOM_SEED={SEED} case {case}: {described(image, kwargs)}"
+    name = f"NLM_RANDOM_SEED={SEED} case {case}: {image.dtype}{image.shape} {described(kwargs)}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         gpu = denoise_nl_means(image, backend="cuda", **kwargs)

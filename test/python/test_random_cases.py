@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 from skimage.restoration import denoise_nl_means as skimage_nlm
 
-from conftest import BACKEND, RANDOM_CASES as COUNT, RANDOM_SEED as SEED, max_ulp_distance
+from conftest import (BACKEND, INTEGER_TOPS, RANDOM_CASES as COUNT, RANDOM_SEED as SEED, described, integer_values,
+                      max_ulp_distance, random_data)
 from itk_cudanonlocalmeans import denoise_nl_means
 from nlm_extensions_reference import nl_means_reference
 
@@ -53,25 +54,17 @@ def draw(rng):
     sigma = float(rng.choice([0.0, 10 ** rng.uniform(-3, -0.3)]))
     preserve_range = bool(rng.random() < 0.5)
     full = shape + ((channels,) if channels > 1 else ())
-    if data == "smooth":
-        grids = np.meshgrid(*[np.linspace(0, 1, n) for n in full], indexing="ij")
-        image = 0.45 + 0.25 * np.sin(4 * grids[0] + 3 * grids[-1]) + 0.1 * rng.standard_normal(full)
-    elif data == "uniform":
-        image = rng.random(full)
-    elif data == "blocks":
-        image = np.round(rng.random(full) * 3) / 3
-        image[tuple(slice(0, max(1, n // 2)) for n in full)] = 0.25
-    else:
+    if data == "offset":
         image = 300.0 + 40.0 * rng.standard_normal(full)
         h, sigma = 100 * h, 100 * sigma
-    if dtype in ("uint8", "uint16", "int16"):
-        top = {"uint8": 255, "uint16": 4000, "int16": 2000}[dtype]
-        unit = image / max(1e-9, float(np.abs(image).max()))
-        image = np.round(unit * top - (top / 2 if dtype == "int16" else 0))
+    else:
+        image = random_data(rng, full, data)
+    if dtype in INTEGER_TOPS:
+        image = integer_values(image, dtype)
         if data == "offset":
             h, sigma = h / 100, sigma / 100
         if preserve_range:
-            h, sigma = h * top, sigma * top
+            h, sigma = h * INTEGER_TOPS[dtype], sigma * INTEGER_TOPS[dtype]
     image = image.astype(dtype)
     kwargs = dict(patch_size=patch_size, patch_distance=distance, h=h, fast_mode=fast, sigma=sigma,
                   preserve_range=preserve_range, channel_axis=-1 if channels > 1 else None)
@@ -183,8 +176,7 @@ def draw_extension(rng):
 @pytest.mark.parametrize("case", range(COUNT // 2), ids=[f"seed{SEED}-extension{i}" for i in range(COUNT // 2)])
 def test_random_extension_case_matches_the_reference(case):
     image, axis, kwargs = draw_extension(np.random.default_rng([SEED, 1 << 20, case]))
-    shown = {k: (f"array{np.shape(v)}" if np.ndim(v) > 0 else v) for k, v in kwargs.items()}
-    name = f"NLM_RANDOM_SEED={SEED} extension case {case}: {image.shape} channel_axis={axis} {shown}"
+    name = f"NLM_RANDOM_SEED={SEED} extension case {case}: {image.shape} channel_axis={axis} {described(kwargs)}"
     got = denoise_nl_means(image if axis is not None else image[..., 0], channel_axis=axis, preserve_range=True,
                            backend=BACKEND, **kwargs)
     reference = nl_means_reference(image, **kwargs)
