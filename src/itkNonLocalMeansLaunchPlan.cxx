@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <iterator>
 #include <limits>
 
 namespace itk
@@ -53,6 +54,17 @@ constexpr int SinglePrecisionColumnPatch5FromDistance = 2;
 // takes that patch (one channel; ColumnKernelApplies).
 constexpr int MostColumnPatch2D = 11;
 constexpr int LargestColumnPatch2DFromDistance = 2;
+// The 3D column kernel at patch 3 (one channel, float64 arithmetic) takes 3 rows per thread instead
+// of 2 at this distance where the output has at least ColumnThreeRowsFromWaves waves of its tiles
+// (of the device's resident blocks): ColumnThreeRowsPay. NVIDIA H100, 2026-12-06: 1.027x to 1.035x
+// faster at 384^3 to 500^3 (100 to 225 waves), 1.013x at size 300x200x600 (64), level at 200^3, 256^3
+// (15 and 32), 1.02x slower at 128^3 and 160^3 and 1.37x at 64^3 (under one wave); at distance 1
+// 1.11x slower and at 2 level at 500^3; at 4 slower in shared or global memory (BENCHMARKS.md "3
+// rows per thread at 3D patch 3 and distance 3").
+constexpr int ColumnThreeRowsDistance = 3;
+constexpr int ColumnThreeRowsFromWaves = 64;
+// The 3D column kernel's shape with 3 rows per thread: {rows, planes, warps, blocks per SM}.
+constexpr int ColumnThreeRowsShape[4] = { 3, 4, 4, 3 };
 // The shared-rows kernel's smallest patch by default, its smallest distance at patches up to
 // MostSmallSharedRowsPatch (those whose march the kernel unrolls: MARCH_UNROLL), and its smallest
 // distance beyond (SharedRowsKernelPreferred): one channel, in float64 or single precision.
@@ -221,26 +233,94 @@ BlocksThatFitShared(int blocks, std::size_t sharedBytes, const DeviceLimits & li
   return blocks;
 }
 
+/** The column kernel's configuration of `shape` ({rows, planes, warps, blocks per SM}, fewer planes,
+ * or in 2D rows, where its accumulators would exceed MostAccumulators): its footprint in global
+ * memory where a copy in shared memory would cost resident blocks, or as Overrides::ColumnFootprint
+ * says, and the blocks per SM that its shared memory allows. */
+KernelConfig
+ColumnShapeConfig(const KernelConfig & base, std::vector<int> shape, const DeviceLimits & limits, const Overrides & o)
+{
+  while (shape[1] > 1 && shape[0] * shape[1] * (base.Components + 1) > MostAccumulators)
+  {
+    shape[1] /= 2;
+  }
+  while (base.Dimension == 2 && shape[0] > 1 && shape[0] * (base.Components + 1) > MostAccumulators)
+  {
+    shape[0] /= 2; // 2D: fewer rows
+  }
+  KernelConfig k = base;
+  k.Rows = shape[0];
+  k.Tile[0] = 32 - (base.PatchSize - 2);
+  k.Tile[1] = shape[0] * shape[2];
+  k.Tile[2] = shape[1];
+  k.Tile[3] = 1;
+  k.ThreadCount = 32 * shape[2];
+  k.ZSegments = 1;
+  k.MinBlocks = shape[3];
+  k.GlobalFootprint = (o.ColumnFootprint == "global");
+  if (o.ColumnFootprint.empty() && static_cast<std::size_t>(k.MinBlocks) * (k.SharedBytes() + SharedReservedPerBlock) >
+                                     static_cast<std::size_t>(limits.SharedPerMultiprocessor))
+  {
+    k.GlobalFootprint = true; // a footprint in shared memory would cost resident blocks
+  }
+  k.MinBlocks = BlocksThatFitShared(k.MinBlocks, k.SharedBytes(), limits);
+  return k;
+}
+
+/** Tiles of `tile` voxels per axis that cover the problem's output region. */
+long long
+OutputTiles(const Problem & p, const int (&tile)[4])
+{
+  long long tiles = 1;
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    tiles *= (p.OutputSize[a] + tile[a] - 1) / tile[a];
+  }
+  return tiles;
+}
+
+/** Whether the 3D column kernel at patch 3 takes 3 rows per thread (ColumnThreeRowsShape): one
+ * channel in float64 arithmetic, at ColumnThreeRowsDistance, where the shape's footprint stays in
+ * shared memory with all its blocks and the output's tiles fill at least ColumnThreeRowsFromWaves
+ * waves of the device's resident blocks. */
+bool
+ColumnThreeRowsPay(const Problem & p, const KernelConfig & base, const DeviceLimits & limits, const Overrides & o)
+{
+  if (base.Dimension != 3 || base.PatchSize != 3 || base.Components != 1 || base.SinglePrecision ||
+      base.PatchDistance != ColumnThreeRowsDistance)
+  {
+    return false;
+  }
+  const std::vector<int> shape(std::begin(ColumnThreeRowsShape), std::end(ColumnThreeRowsShape));
+  const KernelConfig     k = ColumnShapeConfig(base, shape, limits, o);
+  const long long        resident = static_cast<long long>(limits.Multiprocessors) * k.MinBlocks;
+  return !k.GlobalFootprint && k.MinBlocks == shape[3] && OutputTiles(p, k.Tile) / resident >= ColumnThreeRowsFromWaves;
+}
+
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
  * H200 (BENCHMARKS.md); `found` false when none fits. The footprint is read from global memory
- * where a copy in shared memory would cost resident blocks (3D: from distance 5 on at patch 3 in
- * float64 arithmetic on an H200), or as Overrides::ColumnFootprint says. */
+ * where a copy in shared memory would cost resident blocks (ColumnShapeConfig; 3D: from distance 5
+ * on at patch 3 in float64 arithmetic on an H200), or as Overrides::ColumnFootprint says. */
 KernelConfig
-ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const Overrides & o, bool & found)
+ChooseColumnShape(const Problem &      p,
+                  const KernelConfig & base,
+                  const DeviceLimits & limits,
+                  const Overrides &    o,
+                  bool &               found)
 {
   // {rows, planes, warps, blocks per SM}. 3D: float64 arithmetic, float arithmetic, several
   // components, then smaller footprints; at patch 3 with one channel in float64 arithmetic 4 planes
-  // of 4 warps, 3 blocks per SM (NVIDIA H100, 256^3 and 500^3: 1.04x to 1.15x faster than 2 planes
-  // of 8 warps at distances 1 to 3 and 11, level at 5 and 7, since the rare exact weights went out
-  // of line and no longer spill; BENCHMARKS.md "The column kernel's rows in chunks"). In 2D a
-  // thread marches through its rows (one plane): 4 rows and 4 blocks per SM at patch 3, 16 rows at
-  // patches 5 and 7 (at patch 7 1.15x faster than 8 rows at distance 11; 0.5 to 0.8 s to compile
-  // cold on a 2-core x86-64 machine, sm_80/90), and from patch 9 on with one channel 16 rows in 2
-  // chunks (ColumnRowChunks: their 16 rows unrolled take over 1 s to compile) and 4 warps, 3 blocks
-  // per SM, whose 170 registers hold the chunk not marched without spilling (1.16x to 1.20x faster
-  // than 8 rows at patch 9, 1.17x than 16 rows in chunks with 8 warps, 2 blocks, at patch 11 /
-  // distance 11); 8 rows otherwise (BENCHMARKS.md "The column kernel in 2D", "16 rows at patch 7 in
-  // 2D again" and "The column kernel's rows in chunks").
+  // of 4 warps, 3 blocks per SM, 2 rows (NVIDIA H100, 256^3 and 500^3: 1.04x to 1.15x faster than
+  // 2 planes of 8 warps at distances 1 to 3 and 11, level at 5 and 7, since the rare exact weights
+  // went out of line and no longer spill; BENCHMARKS.md "The column kernel's rows in chunks"), 3
+  // rows where ColumnThreeRowsPay. In 2D a thread marches through its rows (one plane): 4 rows and 4
+  // blocks per SM at patch 3, 16 rows at patches 5 and 7 (at patch 7 1.15x faster than 8 rows at
+  // distance 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64 machine, sm_80/90), and from patch
+  // 9 on with one channel 16 rows in 2 chunks (ColumnRowChunks: their 16 rows unrolled take over 1 s
+  // to compile) and 4 warps, 3 blocks per SM, whose 170 registers hold the chunk not marched without
+  // spilling (1.16x to 1.20x faster than 8 rows at patch 9, 1.17x than 16 rows in chunks with 8
+  // warps, 2 blocks, at patch 11 / distance 11); 8 rows otherwise (BENCHMARKS.md "The column kernel
+  // in 2D", "16 rows at patch 7 in 2D again" and "The column kernel's rows in chunks").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
   if (base.Dimension == 2)
   {
@@ -269,6 +349,10 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
   else if (base.PatchSize == 3)
   {
     shapes.insert(shapes.begin(), { 2, 4, 4, 3 });
+    if (ColumnThreeRowsPay(p, base, limits, o))
+    {
+      shapes.insert(shapes.begin(), std::vector<int>(std::begin(ColumnThreeRowsShape), std::end(ColumnThreeRowsShape)));
+    }
   }
   if (!o.ColumnShape.empty())
   {
@@ -277,35 +361,10 @@ ChooseColumnShape(const KernelConfig & base, const DeviceLimits & limits, const 
     forced[1] = (base.Dimension == 2) ? 1 : forced[1];
     shapes = { forced };
   }
-  for (auto shape : shapes)
+  for (const auto & shape : shapes)
   {
-    while (shape[1] > 1 && shape[0] * shape[1] * (base.Components + 1) > MostAccumulators)
-    {
-      shape[1] /= 2;
-    }
-    while (base.Dimension == 2 && shape[0] > 1 && shape[0] * (base.Components + 1) > MostAccumulators)
-    {
-      shape[0] /= 2; // 2D: fewer rows
-    }
-    KernelConfig k = base;
-    k.Rows = shape[0];
-    k.Tile[0] = 32 - (base.PatchSize - 2);
-    k.Tile[1] = shape[0] * shape[2];
-    k.Tile[2] = shape[1];
-    k.Tile[3] = 1;
-    k.ThreadCount = 32 * shape[2];
-    k.ZSegments = 1;
-    k.MinBlocks = shape[3];
-    k.GlobalFootprint = (o.ColumnFootprint == "global");
-    if (o.ColumnFootprint.empty() &&
-        static_cast<std::size_t>(k.MinBlocks) * (k.SharedBytes() + SharedReservedPerBlock) >
-          static_cast<std::size_t>(limits.SharedPerMultiprocessor))
-    {
-      k.GlobalFootprint = true; // a footprint in shared memory would cost resident blocks
-    }
-    const std::size_t shared = k.SharedBytes();
-    k.MinBlocks = BlocksThatFitShared(k.MinBlocks, shared, limits);
-    if (shared <= static_cast<std::size_t>(limits.SharedPerBlockOptIn))
+    const KernelConfig k = ColumnShapeConfig(base, shape, limits, o);
+    if (k.SharedBytes() <= static_cast<std::size_t>(limits.SharedPerBlockOptIn))
     {
       found = true;
       return k;
@@ -390,7 +449,7 @@ SinglePrecisionPatch5Kernel(const Problem &      p,
   {
     return base;
   }
-  const KernelConfig columns = ChooseColumnShape(base, limits, o, found);
+  const KernelConfig columns = ChooseColumnShape(p, base, limits, o, found);
   return (found && columns.GlobalFootprint && o.ColumnFootprint.empty() && rows != nullptr) ? *rows : columns;
 }
 
@@ -1070,7 +1129,7 @@ ChooseConfiguration(const Problem &         p,
   if (ColumnKernelApplies(p, base, o))
   {
     bool               found = false;
-    const KernelConfig columns = ChooseColumnShape(base, limits, o, found);
+    const KernelConfig columns = ChooseColumnShape(p, base, limits, o, found);
     if (found)
     {
       return columns;
@@ -1137,12 +1196,8 @@ PlanSlabs(const Problem & p, const KernelConfig & config, const DeviceLimits & l
   const int n = static_cast<int>(p.Dimension);
   const int A = n - 1;
   plan.OuterAxis = A;
-  plan.TotalTiles = 1;
+  plan.TotalTiles = OutputTiles(p, config.Tile);
   TileSpans(p, config, plan.TileSpan);
-  for (int a = 0; a < n; ++a)
-  {
-    plan.TotalTiles *= plan.TileSpan[a] / config.Tile[a];
-  }
   plan.MemoryBudget = MemoryBudget(p, limits);
   // The thickest slab (whole tiles along A) that fits the budget, halving from the whole output.
   const long long tileA = config.Tile[A];

@@ -529,6 +529,13 @@ TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwis
       2,
       { { "CUDANONLOCALMEANS_NVRTC_OPTIONS", "-DNLM_TEST_EXACT_WEIGHTS" } },
       "columns of 2 row(s)" },
+    // 3 rows per thread, chosen for large outputs at distance 3 (this image is too small for it).
+    { "p3 d3 columns 3,4,4,3", 3, 3, { { "CUDANONLOCALMEANS_COLUMNS", "3,4,4,3" } }, "columns of 3 row(s)" },
+    { "p3 d3 columns 3,4,4,3, every weight by the exact path",
+      3,
+      3,
+      { { "CUDANONLOCALMEANS_COLUMNS", "3,4,4,3" }, { "CUDANONLOCALMEANS_NVRTC_OPTIONS", "-DNLM_TEST_EXACT_WEIGHTS" } },
+      "columns of 3 row(s)" },
     { "p3 d3 columns global", 3, 3, { { "CUDANONLOCALMEANS_COLUMN_FOOTPRINT", "global" } }, "from global memory" },
     { "p5 d2 columns 2,2,8,3", 5, 2, { { "CUDANONLOCALMEANS_COLUMNS", "2,2,8,3" } }, "columns of 2 row(s)" },
     { "p7 d2 shared rows 16,8,2", 7, 2, { { "CUDANONLOCALMEANS_SHARED_ROWS", "16,8,2" } }, "shared rows" },

@@ -79,6 +79,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, false, false, false, false, 2 },
     { 3, 1, 3, 3, 31, 8, 8, 1, 256, 1, true, true, false, false, 1 },
     { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, true, true, true, false, 2 },
+    { 3, 1, 3, 3, 31, 12, 4, 1, 128, 1, false, false, false, false, 3 },
     { 3, 3, 3, 2, 31, 8, 4, 1, 128, 1, false, false, false, false, 2 },
     { 3, 1, 5, 2, 29, 8, 4, 1, 256, 1, true, false, false, true, 1 },
     { 3, 1, 7, 11, 27, 4, 4, 1, 128, 1, false, true, false, false, 1 },

@@ -125,6 +125,7 @@ itkCudaNonLocalMeansKernelCompileTimeTest(int argc, char * argv[])
     { 3, 256, { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21 }, { 1, 3, 5, 7, 11, 15, 21 }, false },
     { 4, 40, { 1, 3, 5, 7 }, { 1, 2, 3 }, false },
     { 3, 256, { 3, 5, 7, 9, 11, 21 }, { 1, 2, 3, 7, 11, 21 }, true },
+    { 3, 500, { 3 }, { 3 }, false }, // 3 rows per thread where they fit (large outputs)
   };
   int failures = 0;
   for (int arch : archs)
