@@ -39,8 +39,9 @@ run() { # tool, env, arguments...
 }
 for tool in ${TOOLS:-memcheck racecheck synccheck initcheck}; do
   run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1 --sigma 0.05
-  # The column kernel's 3 rows per thread (chosen at 3D patch 3, distance 3; 22 rows: a partial tile).
-  run $tool "" --input "$work/g3.mha" --patch-size 3 --patch-distance 3 --h 0.1 --sigma 0.05
+  # The column kernel's 3 rows per thread (chosen at 3D patch 3, distance 3 for large outputs; forced
+  # here; 22 rows: a partial tile).
+  run $tool "CUDANONLOCALMEANS_COLUMNS=3,4,4,3" --input "$work/g3.mha" --patch-size 3 --patch-distance 3 --h 0.1 --sigma 0.05
   run $tool "CUDANONLOCALMEANS_TILE=32,4,4,1,128,1,1" --input "$work/g3.mha" --patch-size 3 --patch-distance 2 --h 0.1
   run $tool "" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1
   run $tool "CUDANONLOCALMEANS_COLUMNS=0" --input "$work/rgb2.mha" --patch-size 5 --patch-distance 4 --h 0.1

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -107,7 +108,8 @@ Describe(const std::vector<nlm::CUDADevice *> & devices)
 }
 
 /** The limits one plan must keep on every device: the smallest of each, with the free memory (and
- * MaximumGPUMemory, in `problem`) shared by the slabs that run on one device at once. */
+ * MaximumGPUMemory, in `problem`) shared by the slabs that run on one device at once, and the
+ * number of distinct devices that share the slabs. */
 nlm::DeviceLimits
 SharedLimits(const std::vector<nlm::CUDADevice *> & devices, NonLocalMeansBackend::Problem & problem)
 {
@@ -133,6 +135,7 @@ SharedLimits(const std::vector<nlm::CUDADevice *> & devices, NonLocalMeansBacken
     shared.FreeMemory = std::min(shared.FreeMemory, l.FreeMemory);
   }
   problem.MaximumGPUMemory /= mostSharing;
+  shared.Devices = static_cast<int>(std::set<nlm::CUDADevice *>(devices.begin(), devices.end()).size());
   return shared;
 }
 

@@ -44,8 +44,13 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
       << p.PatchDistance << ' ' << static_cast<int>(p.InputType) << ' ' << static_cast<int>(p.OutputType) << ' '
       << p.SinglePrecision << ' ' << std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p))) << ' '
       << o.ColumnKernelOff << ' ' << o.ColumnFootprint << ' ' << static_cast<int>(p.NoiseModel) << ' '
-      << (p.NoiseSigma != nullptr) << ' ' << (p.Mask != nullptr) << ' ' << p.FastMode << ' '
-      << p.OutputSize[1]; // the buffered-weights kernel's gather grid (BufferedWeightsServe)
+      << (p.NoiseSigma != nullptr) << ' ' << (p.Mask != nullptr) << ' ' << p.FastMode;
+  // The output's size: the buffered-weights kernel's gather grid (BufferedWeightsServe) and the
+  // column kernel's rows (ColumnThreeRowsPay).
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    key << " n" << p.OutputSize[a];
+  }
   for (unsigned int a = 0; p.PerAxis && a < p.Dimension; ++a)
   {
     key << " s" << p.AxisPatchSize[a] << " d" << p.AxisPatchDistance[a];

@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <iterator>
 #include <limits>
 
 namespace itk
@@ -55,16 +54,14 @@ constexpr int SinglePrecisionColumnPatch5FromDistance = 2;
 constexpr int MostColumnPatch2D = 11;
 constexpr int LargestColumnPatch2DFromDistance = 2;
 // The 3D column kernel at patch 3 (one channel, float64 arithmetic) takes 3 rows per thread instead
-// of 2 at this distance where the output has at least ColumnThreeRowsFromWaves waves of its tiles
-// (of the device's resident blocks): ColumnThreeRowsPay. NVIDIA H100, 2026-12-06: 1.027x to 1.035x
-// faster at 384^3 to 500^3 (100 to 225 waves), 1.013x at size 300x200x600 (64), level at 200^3, 256^3
-// (15 and 32), 1.02x slower at 128^3 and 160^3 and 1.37x at 64^3 (under one wave); at distance 1
-// 1.11x slower and at 2 level at 500^3; at 4 slower in shared or global memory (BENCHMARKS.md "3
-// rows per thread at 3D patch 3 and distance 3").
+// of 2 at this distance, where the shape keeps its blocks and its footprint in shared memory and
+// each device has at least ColumnThreeRowsFromWaves waves of its tiles (ColumnThreeRowsPay). NVIDIA
+// H100 SXM, 2026-12-06: 1.028x to 1.035x faster at 384^3 to 500^3 (100 to 225 waves), 1.013x at ITK
+// size 300 x 200 x 600 (64 waves), level at 200^3 and 256^3 (15 and 32), from 0.73x (64^3, under one
+// wave) to 1.04x (96^3) below; at distance 1 0.90x and at 2 level at 500^3; at 4 slower in shared
+// or global memory (BENCHMARKS.md "3 rows per thread at 3D patch 3 and distance 3").
 constexpr int ColumnThreeRowsDistance = 3;
 constexpr int ColumnThreeRowsFromWaves = 64;
-// The 3D column kernel's shape with 3 rows per thread: {rows, planes, warps, blocks per SM}.
-constexpr int ColumnThreeRowsShape[4] = { 3, 4, 4, 3 };
 // The shared-rows kernel's smallest patch by default, its smallest distance at patches up to
 // MostSmallSharedRowsPatch (those whose march the kernel unrolls: MARCH_UNROLL), and its smallest
 // distance beyond (SharedRowsKernelPreferred): one channel, in float64 or single precision.
@@ -279,22 +276,25 @@ OutputTiles(const Problem & p, const int (&tile)[4])
   return tiles;
 }
 
-/** Whether the 3D column kernel at patch 3 takes 3 rows per thread (ColumnThreeRowsShape): one
- * channel in float64 arithmetic, at ColumnThreeRowsDistance, where the shape's footprint stays in
- * shared memory with all its blocks and the output's tiles fill at least ColumnThreeRowsFromWaves
- * waves of the device's resident blocks. */
+/** Whether the 3D column kernel's patch-3 shape with 3 rows per thread (`threeRows`; ChooseColumnShape
+ * asks for one channel in float64 arithmetic) pays: at ColumnThreeRowsDistance, where its footprint
+ * stays in shared memory with all of its blocks per SM and the output's tiles make at least
+ * ColumnThreeRowsFromWaves waves of the resident blocks of each device. */
 bool
-ColumnThreeRowsPay(const Problem & p, const KernelConfig & base, const DeviceLimits & limits, const Overrides & o)
+ColumnThreeRowsPay(const Problem &          p,
+                   const KernelConfig &     base,
+                   const std::vector<int> & threeRows,
+                   const DeviceLimits &     limits,
+                   const Overrides &        o)
 {
-  if (base.Dimension != 3 || base.PatchSize != 3 || base.Components != 1 || base.SinglePrecision ||
-      base.PatchDistance != ColumnThreeRowsDistance)
+  if (base.PatchDistance != ColumnThreeRowsDistance)
   {
     return false;
   }
-  const std::vector<int> shape(std::begin(ColumnThreeRowsShape), std::end(ColumnThreeRowsShape));
-  const KernelConfig     k = ColumnShapeConfig(base, shape, limits, o);
-  const long long        resident = static_cast<long long>(limits.Multiprocessors) * k.MinBlocks;
-  return !k.GlobalFootprint && k.MinBlocks == shape[3] && OutputTiles(p, k.Tile) / resident >= ColumnThreeRowsFromWaves;
+  const KernelConfig k = ColumnShapeConfig(base, threeRows, limits, o);
+  const long long    resident = static_cast<long long>(limits.Multiprocessors) * k.MinBlocks * limits.Devices;
+  return !k.GlobalFootprint && k.MinBlocks == threeRows[3] &&
+         OutputTiles(p, k.Tile) / resident >= ColumnThreeRowsFromWaves;
 }
 
 /** The first column-kernel shape that fits the device, in the order of preference measured on an
@@ -348,10 +348,13 @@ ChooseColumnShape(const Problem &      p,
   }
   else if (base.PatchSize == 3)
   {
-    shapes.insert(shapes.begin(), { 2, 4, 4, 3 });
-    if (ColumnThreeRowsPay(p, base, limits, o))
+    const std::vector<int> twoRows = { 2, 4, 4, 3 };
+    std::vector<int>       threeRows = twoRows;
+    threeRows[0] = 3;
+    shapes.insert(shapes.begin(), twoRows);
+    if (ColumnThreeRowsPay(p, base, threeRows, limits, o))
     {
-      shapes.insert(shapes.begin(), std::vector<int>(std::begin(ColumnThreeRowsShape), std::end(ColumnThreeRowsShape)));
+      shapes.insert(shapes.begin(), threeRows);
     }
   }
   if (!o.ColumnShape.empty())

@@ -47,6 +47,7 @@ struct DeviceLimits
   int           SharedPerBlockOptIn{ 227 * 1024 }; // the most one block may use
   int           SharedPerMultiprocessor{ 228 * 1024 };
   std::uint64_t FreeMemory{ std::uint64_t{ 140 } << 30 }; // bytes free on the device now
+  int           Devices{ 1 }; // devices that share the output's slabs (several: RunOnDevices)
 };
 
 /** Share of the free device memory a Run uses when MaximumGPUMemory is 0. */

@@ -471,28 +471,41 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
   EXPECT_EQ(p3.Threads(), 128);
   EXPECT_EQ(p3.MinBlocks, 3);
   // 3 rows at distance 3 where the output has at least 64 waves of their tiles (31 x 12 x 4 voxels)
-  // on the device's resident blocks (132 SMs x 3 on an H200): 500^3 has 225 waves, 300 x 200 x 600
-  // 64, 256^3 32.
-  const auto rows = [&](std::initializer_list<std::int64_t> size, int distance, const DeviceLimits & limits) {
-    const KernelConfig c = itk::nlm::ChooseConfiguration(MakeProblem(3, size, 3, distance), limits, Overrides{});
+  // on each device's resident blocks (132 SMs x 3 on an H200): 500^3 has 225 waves, 300 x 200 x 600
+  // 64, 300 x 200 x 590 63, 256^3 32.
+  const auto rows = [](std::initializer_list<std::int64_t> size,
+                       int                                 distance,
+                       const DeviceLimits &                limits,
+                       const Overrides &                   o = Overrides{}) {
+    const KernelConfig c = itk::nlm::ChooseConfiguration(MakeProblem(3, size, 3, distance), limits, o);
     EXPECT_FALSE(c.GlobalFootprint) << c.Describe();
     EXPECT_EQ(c.Tile[1], c.Rows * 4) << c.Describe();
     EXPECT_EQ(c.Tile[2], 4) << c.Describe();
-    EXPECT_EQ(c.MinBlocks, 3) << c.Describe();
     return c.Rows;
   };
   EXPECT_EQ(rows({ 500, 500, 500 }, 3, h200), 3);
   EXPECT_EQ(rows({ 300, 200, 600 }, 3, h200), 3);
+  EXPECT_EQ(rows({ 300, 200, 590 }, 3, h200), 2);
   EXPECT_EQ(rows({ 256, 256, 256 }, 3, h200), 2);
-  EXPECT_EQ(rows({ 300, 200, 590 }, 3, h200), 2); // 63 waves
   for (int distance : { 1, 2, 4 })
   {
     EXPECT_EQ(rows({ 500, 500, 500 }, distance, h200), 2) << "distance " << distance;
   }
-  // Not where the 3 rows' footprint would leave shared memory or cost blocks (an A100's 164 KB per
-  // SM hold 3 blocks of 2 rows, not of 3).
+  // The waves are each device's where several share the slabs: 112 at 500^3 on two, 32 at 300 x
+  // 200 x 600.
+  DeviceLimits twoH200 = h200;
+  twoH200.Devices = 2;
+  EXPECT_EQ(rows({ 500, 500, 500 }, 3, twoH200), 3);
+  EXPECT_EQ(rows({ 300, 200, 600 }, 3, twoH200), 2);
+  // Not where the 3 rows' footprint (62 KiB) would leave shared memory or cost blocks: an A100's
+  // 164 KiB per SM hold 3 blocks of 2 rows (49 KiB), 2 of 3 rows; with the footprint forced into
+  // shared memory too.
   const DeviceLimits a100 = RealDevices()[2].Limits;
   EXPECT_EQ(rows({ 500, 500, 500 }, 3, a100), 2);
+  Overrides sharedFootprint;
+  sharedFootprint.ColumnFootprint = "shared";
+  EXPECT_EQ(rows({ 500, 500, 500 }, 3, a100, sharedFootprint), 2);
+  EXPECT_EQ(rows({ 500, 500, 500 }, 3, h200, sharedFootprint), 3);
   // Not with several channels (1 row) or in single precision (2 rows of 8 planes).
   EXPECT_EQ(itk::nlm::ChooseConfiguration(MakeProblem(3, { 500, 500, 500 }, 3, 3, 3), h200, Overrides{}).Rows, 1);
   Problem single = MakeProblem(3, { 500, 500, 500 }, 3, 3);
