@@ -67,29 +67,6 @@ static_assert(!FLAT || T2 == 1, "2D: one plane");
 static_assert((CHUNKS == 1 || CHUNKS == 2) && TZ % CHUNKS == 0 && (CHUNKS == 1 || (FLAT && O > 1)),
               "rows in one or two chunks: 2D, patch size 5 or more, whole chunks");
 
-/** Whether the target term of a shift is added first: a compile-time tag (two copies of the shift,
- * no choice in them), or a run-time value (one copy) from patch 5 on, whose shifts are long enough
- * for the choice not to matter and whose code would otherwise take twice as long to compile. */
-template <bool First>
-struct Order
-{
-  static constexpr bool
-  TargetFirst()
-  {
-    return First;
-  }
-};
-struct RuntimeOrder
-{
-  bool value;
-  __device__ bool
-  TargetFirst() const
-  {
-    return value;
-  }
-};
-constexpr bool RUNTIME_ORDER = S >= 5;
-
 /** Copies the block's footprint (FX x FY x FZ cells of K values from `footprint`, a cell of the
  * padded input of p.ySize) into shared memory F. */
 __device__ __forceinline__ void
@@ -119,19 +96,29 @@ ScaledWeightOutOfLine(Real raw, Real norm, Real invNorm, double negScale, bool h
   return ScaledWeight(raw, norm, invNorm, negScale, half);
 }
 
-/** Adds a voxel's two terms of a shift, the centre term (weight wc, value yc) and the target term
- * (wt, yt), to its sums: the target term first when `first` (t lexicographically positive). */
+/** Adds a voxel's two terms of a shift, the centre term (weight wc, value yc) first, then the target
+ * term (wt, yt), to its sums. */
 __device__ __forceinline__ void
-AddPairOfTerms(bool first, Real wc, Real wt, const Real (&yc)[K], const Real (&yt)[K], Real & ws, Real (&rs)[K])
+AddPairOfTerms(Real wc, Real wt, const Real (&yc)[K], const Real (&yt)[K], Real & ws, Real (&rs)[K])
 {
-  const Real w1 = first ? wt : wc;
-  const Real w2 = first ? wc : wt;
-  ws = (ws + w1) + w2;
+  ws = (ws + wc) + wt;
 #pragma unroll
   for (int k = 0; k < K; ++k)
   {
-    rs[k] = (rs[k] + w1 * (first ? yt[k] : yc[k])) + w2 * (first ? yc[k] : yt[k]);
+    rs[k] = (rs[k] + wc * yc[k]) + wt * yt[k];
   }
+}
+
+/** The shift the march runs for the contract's shift t (2.2, 2.5): t itself where its centre term
+ * comes first, and -t where its target term does (t lexicographically positive). The march of -t
+ * computes the same two weights and values as that of t with their roles swapped (its centre term,
+ * w(c, -t) = raw(c - t, t) and Y(c - t), is t's target term, with the same squares summed in the
+ * same order; its target term is t's centre term; t0 == 0 for both or neither), so adding its
+ * centre term first adds t's target term first: one copy of the march serves every shift. */
+__device__ __forceinline__ int
+MarchSign(int t0, int t1, int t2)
+{
+  return itk::nlm::IsLexicographicallyPositive(t0, t1, t2, 0) ? -1 : 1;
 }
 
 /** 2D rows in two chunks: swaps the accumulators of a thread's two chunks of rows, so that the next
@@ -221,9 +208,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     }
   }
 
-  // One shift; `order` tells whether the target term comes first (t lexicographically positive),
-  // so that the accumulation needs no branch.
-  auto shift = [&](auto order, int t0, int t1, int t2) {
+  // One shift, its centre term first (MarchSign).
+  auto shift = [&](int t0, int t1, int t2) {
     const bool   half = (t0 == 0);
     const Index  tOff = (t0 + t1 * fx + t2 * fxy) * K;
     const Real * plus = own + tOff;
@@ -349,9 +335,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
             yc[k] = Value((O == 1) ? keepP[r][q][k] : plus[c + k]);
             yt[k] = Value((O == 1) ? keepM[r][q][k] : minus[c + k]);
           }
-          // The first and the second term (the target term first when t is lexicographically
-          // positive): a choice made at compile time, or at run time (one copy of the shift).
-          AddPairOfTerms(order.TargetFirst(), Unpack(wP[r]), Unpack(wM[r]), yc, yt, ws[r][q], rs[r][q]);
+          AddPairOfTerms(Unpack(wP[r]), Unpack(wM[r]), yc, yt, ws[r][q], rs[r][q]);
         }
       }
     };
@@ -388,19 +372,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll 1
       for (int t0 = itk::nlm::FirstShift(0, PD); t0 <= PD; ++t0)
       {
-        const bool positive = itk::nlm::IsLexicographicallyPositive(t0, t1, t2, 0);
-        if (RUNTIME_ORDER)
-        {
-          shift(RuntimeOrder{ positive }, t0, t1, t2);
-        }
-        else if (positive)
-        {
-          shift(Order<true>(), t0, t1, t2);
-        }
-        else
-        {
-          shift(Order<false>(), t0, t1, t2);
-        }
+        const int sign = MarchSign(t0, t1, t2);
+        shift(sign * t0, sign * t1, sign * t2);
       }
     }
   }
