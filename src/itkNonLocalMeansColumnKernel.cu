@@ -67,6 +67,20 @@ static_assert(!FLAT || T2 == 1, "2D: one plane");
 static_assert((CHUNKS == 1 || CHUNKS == 2) && TZ % CHUNKS == 0 && (CHUNKS == 1 || (FLAT && O > 1)),
               "rows in one or two chunks: 2D, patch size 5 or more, whole chunks");
 
+/** Whether the target term of a shift is added first, a compile-time tag: at patch 3 the march has
+ * two copies, one for each order (faster there than one copy: BENCHMARKS.md); from patch 5 on it
+ * has one, with the centre term first (MarchSign). */
+template <bool First>
+struct Order
+{
+  static constexpr bool
+  TargetFirst()
+  {
+    return First;
+  }
+};
+constexpr bool TWO_COPIES = S < 5;
+
 /** Copies the block's footprint (FX x FY x FZ cells of K values from `footprint`, a cell of the
  * padded input of p.ySize) into shared memory F. */
 __device__ __forceinline__ void
@@ -96,25 +110,27 @@ ScaledWeightOutOfLine(Real raw, Real norm, Real invNorm, double negScale, bool h
   return ScaledWeight(raw, norm, invNorm, negScale, half);
 }
 
-/** Adds a voxel's two terms of a shift, the centre term (weight wc, value yc) first, then the target
- * term (wt, yt), to its sums. */
+/** Adds a voxel's two terms of a shift, the centre term (weight wc, value yc) and the target term
+ * (wt, yt), to its sums: the target term first when `first` (a compile-time constant: Order). */
 __device__ __forceinline__ void
-AddPairOfTerms(Real wc, Real wt, const Real (&yc)[K], const Real (&yt)[K], Real & ws, Real (&rs)[K])
+AddPairOfTerms(bool first, Real wc, Real wt, const Real (&yc)[K], const Real (&yt)[K], Real & ws, Real (&rs)[K])
 {
-  ws = (ws + wc) + wt;
+  const Real w1 = first ? wt : wc;
+  const Real w2 = first ? wc : wt;
+  ws = (ws + w1) + w2;
 #pragma unroll
   for (int k = 0; k < K; ++k)
   {
-    rs[k] = (rs[k] + wc * yc[k]) + wt * yt[k];
+    rs[k] = (rs[k] + w1 * (first ? yt[k] : yc[k])) + w2 * (first ? yc[k] : yt[k]);
   }
 }
 
-/** The shift the march runs for the contract's shift t (2.2, 2.5): t itself where its centre term
- * comes first, and -t where its target term does (t lexicographically positive). The march of -t
- * computes the same two weights and values as that of t with their roles swapped (its centre term,
- * w(c, -t) = raw(c - t, t) and Y(c - t), is t's target term, with the same squares summed in the
- * same order; its target term is t's centre term; t0 == 0 for both or neither), so adding its
- * centre term first adds t's target term first: one copy of the march serves every shift. */
+/** With one copy of the march (its centre term first), the shift it runs for the contract's shift t
+ * (2.2, 2.5): t itself where its centre term comes first, and -t where its target term does (t
+ * lexicographically positive). The march of -t computes the same two weights and values as that of
+ * t with their roles swapped (its centre term, w(c, -t) = raw(c - t, t) and Y(c - t), is t's target
+ * term, with the same squares summed in the same order; its target term is t's centre term; t0 == 0
+ * for both or neither), so adding its centre term first adds t's target term first. */
 __device__ __forceinline__ int
 MarchSign(int t0, int t1, int t2)
 {
@@ -208,8 +224,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     }
   }
 
-  // One shift, its centre term first (MarchSign).
-  auto shift = [&](int t0, int t1, int t2) {
+  // One shift; `order` tells whether the target term comes first (Order).
+  auto shift = [&](auto order, int t0, int t1, int t2) {
     const bool   half = (t0 == 0);
     const Index  tOff = (t0 + t1 * fx + t2 * fxy) * K;
     const Real * plus = own + tOff;
@@ -335,7 +351,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
             yc[k] = Value((O == 1) ? keepP[r][q][k] : plus[c + k]);
             yt[k] = Value((O == 1) ? keepM[r][q][k] : minus[c + k]);
           }
-          AddPairOfTerms(Unpack(wP[r]), Unpack(wM[r]), yc, yt, ws[r][q], rs[r][q]);
+          AddPairOfTerms(order.TargetFirst(), Unpack(wP[r]), Unpack(wM[r]), yc, yt, ws[r][q], rs[r][q]);
         }
       }
     };
@@ -372,8 +388,22 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll 1
       for (int t0 = itk::nlm::FirstShift(0, PD); t0 <= PD; ++t0)
       {
-        const int sign = MarchSign(t0, t1, t2);
-        shift(sign * t0, sign * t1, sign * t2);
+        if constexpr (TWO_COPIES)
+        {
+          if (itk::nlm::IsLexicographicallyPositive(t0, t1, t2, 0))
+          {
+            shift(Order<true>(), t0, t1, t2);
+          }
+          else
+          {
+            shift(Order<false>(), t0, t1, t2);
+          }
+        }
+        else
+        {
+          const int sign = MarchSign(t0, t1, t2);
+          shift(Order<false>(), sign * t0, sign * t1, sign * t2);
+        }
       }
     }
   }
