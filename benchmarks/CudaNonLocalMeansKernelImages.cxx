@@ -26,13 +26,15 @@
 // (KernelConfig::Describe) is written once, as OUTDIR/NNN.cubin, and OUTDIR/index.txt lists
 // "NNN.cubin<TAB>description". The planner honours the CUDANONLOCALMEANS_* overrides, so a forced
 // shape (e.g. CUDANONLOCALMEANS_BUFFERED_WEIGHTS=10,128,12) is written in place of its choice.
-// --quick takes fewer patch sizes and distances (a part of the full grid).
+// --quick takes fewer patch sizes and distances (a part of the full grid); --only TEXT (repeatable)
+// writes only the configurations whose description holds every TEXT, e.g. --only "2D K1 s11".
 
 #include "itkCudaDriver.h"
 #include "itkNonLocalMeansKernelCompiler.h"
 #include "itkNonLocalMeansLaunchPlan.h"
 #include "itkNonLocalMeansOverrides.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
@@ -133,18 +135,23 @@ main(int argc, char * argv[])
 {
   if (argc < 2)
   {
-    std::cerr << "Usage: " << argv[0] << " OUTDIR [ARCH] [--quick]" << std::endl;
+    std::cerr << "Usage: " << argv[0] << " OUTDIR [ARCH] [--quick] [--only TEXT]..." << std::endl;
     return EXIT_FAILURE;
   }
-  const std::string outDir = argv[1];
-  int               arch = 90;
-  bool              quick = false;
+  const std::string        outDir = argv[1];
+  int                      arch = 90;
+  bool                     quick = false;
+  std::vector<std::string> only;
   for (int i = 2; i < argc; ++i)
   {
     const std::string a = argv[i];
     if (a == "--quick")
     {
       quick = true;
+    }
+    else if (a == "--only" && i + 1 < argc)
+    {
+      only.emplace_back(argv[++i]);
     }
     else
     {
@@ -192,7 +199,10 @@ main(int argc, char * argv[])
             continue; // not a problem the backends take (slow mode in 4D), or beyond the device's limits
           }
           const std::string description = config.Describe();
-          if (!written.insert(description).second)
+          const bool        wanted = std::all_of(only.begin(), only.end(), [&](const std::string & text) {
+            return description.find(text) != std::string::npos;
+          });
+          if (!wanted || !written.insert(description).second)
           {
             continue;
           }

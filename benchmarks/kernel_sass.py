@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The machine code (SASS) of the kernels the planner chooses, without a GPU.
 
-  kernel_sass.py images PROGRAM DIR [ARCH] [--quick]
+  kernel_sass.py images PROGRAM DIR [ARCH] [--quick] [--only TEXT]...
       runs CudaNonLocalMeansKernelImages (PROGRAM) into DIR (created) and disassembles every cubin
-      into DIR/NNN.sass;
+      into DIR/NNN.sass (--only: just the configurations whose description holds every TEXT);
   kernel_sass.py compare DIR_A DIR_B [--common]
       compares two such folders configuration by configuration (by description): which kernels
       changed, with their instruction counts, registers and stack. Exit status 1 if any changed or
@@ -49,9 +49,9 @@ def read_index(folder):
     return index
 
 
-def images(program, folder, arch, quick):
+def images(program, folder, arch, options):
     os.makedirs(folder, exist_ok=True)
-    subprocess.run([program, folder, arch] + (["--quick"] if quick else []), check=True)
+    subprocess.run([program, folder, arch] + options, check=True)
     tool = cuobjdump()
     for description, stem in read_index(folder).items():
         cubin = os.path.join(folder, stem + ".cubin")
@@ -159,8 +159,9 @@ def mix(folder, substrings):
 
 def main(argv):
     if len(argv) >= 3 and argv[0] == "images":
-        rest = [x for x in argv[3:] if x != "--quick"]
-        images(argv[1], argv[2], rest[0] if rest else "90", "--quick" in argv)
+        rest = argv[3:]
+        arch = rest.pop(0) if rest and rest[0].isdigit() else "90"
+        images(argv[1], argv[2], arch, rest)
         return 0
     if len(argv) in (3, 4) and argv[0] == "compare" and argv[3:] in ([], ["--common"]):
         return compare(argv[1], argv[2], argv[3:] == ["--common"])
