@@ -104,9 +104,9 @@ BufferedSumsRowStride(bool pairedRows, bool single)
 
 /** The column kernel in 2D: chunks of a thread's rows. With more than one, the weights code of the
  * march is one unrolled chunk of rows / chunks rows run in a loop (the accumulators moved between
- * chunks), instead of all rows unrolled, and the whole chunks of the warm-up before the first row
- * (patch 11: 9 cells) run in the same loop without weights: 16 rows at patches 9 and up then
- * compile about as fast as 8 (unrolled they took over 1 s). Patch sizes below
+ * chunks), instead of all rows unrolled, and the warm-up before the first row (s - 2 cells) runs in
+ * a loop of its own, not unrolled: 16 rows at patches 9 and up then compile about as fast as 8
+ * (unrolled they took over 1 s). Patch sizes below
  * ColumnRowChunksFromPatch (patch 7's 16 rows compile within the bar and lose 13 % in chunks),
  * other row counts and 3D take one chunk (BENCHMARKS.md "The column kernel's rows in chunks"). */
 constexpr int ColumnRowChunksFromPatch = 9;

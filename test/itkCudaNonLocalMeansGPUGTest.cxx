@@ -487,7 +487,7 @@ TEST(CudaNonLocalMeansGPU, EveryKernelPathOnSmallImagesEqualsTheCPUBackendBitwis
       2,
       { { "CUDANONLOCALMEANS_NVRTC_OPTIONS", "-DNLM_TEST_EXACT_WEIGHTS" } },
       "columns of 16 row(s) in 2 chunks" },
-    { "p11 d2 columns in 2 chunks after a chunk without weights, every weight by the exact path",
+    { "p11 d2 columns in 2 chunks after a warm-up longer than a chunk, every weight by the exact path",
       11,
       2,
       { { "CUDANONLOCALMEANS_NVRTC_OPTIONS", "-DNLM_TEST_EXACT_WEIGHTS" } },
