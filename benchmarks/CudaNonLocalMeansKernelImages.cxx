@@ -149,8 +149,13 @@ main(int argc, char * argv[])
     {
       quick = true;
     }
-    else if (a == "--only" && i + 1 < argc)
+    else if (a == "--only")
     {
+      if (i + 1 == argc)
+      {
+        std::cerr << "--only needs a text, e.g. --only \"2D K1 s11\"." << std::endl;
+        return EXIT_FAILURE;
+      }
       only.emplace_back(argv[++i]);
     }
     else

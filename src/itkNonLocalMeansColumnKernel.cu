@@ -248,8 +248,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
     Real keepP[R][TZ + EXT][K];
     Real keepM[R][TZ + EXT][K];
     // One cell of the march: plane (2D: row) pl, `chunk` cells further along the march for the
-    // later chunks of rows (the accumulators of the chunk first); its weights where `weigh`.
-    auto march = [&](const int pl, const Index chunk, const bool weigh) {
+    // later chunks of rows (the accumulators of the chunk first); its weights from plane EXT on.
+    auto march = [&](const int pl, const Index chunk) {
       Real aP[RE];
       Real aM[RE];
 #pragma unroll
@@ -317,7 +317,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
           rawM[r] = rawM[r] + ringM[r][j];
         }
       }
-      if (pl >= EXT && weigh)
+      if (pl >= EXT)
       {
         const int q = pl - EXT;
         // The plane's weights; the rare exact path, where one of them needs it, for all of them.
@@ -361,17 +361,18 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int pl = 0; pl < TZ + EXT; ++pl)
       {
-        march(pl, 0, true);
+        march(pl, 0);
       }
       return;
     }
     // Chunks: the warm-up, the EXT cells before the first weights, in a loop of its own that is not
-    // unrolled (no weights, and the ring's moves are cheap), then chunks of TZC cells with weights
-    // in a loop: the unrolled code is one chunk, so patches 9 and 11 compile as fast as 8 rows.
+    // unrolled (no weights, and the ring's moves are cheap; its run-time pl indexes keepP and keepM,
+    // which only patch size 3, one chunk, reads), then chunks of TZC cells with weights in a loop:
+    // the unrolled code is one chunk, so patches 9 and 11 compile as fast as 8 rows.
 #pragma unroll 1
     for (int pl = 0; pl < EXT; ++pl)
     {
-      march(pl, 0, false);
+      march(pl, 0);
     }
 #pragma unroll 1
     for (int h = 0; h < CHUNKS; ++h)
@@ -379,7 +380,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int pl = EXT; pl < EXT + TZC; ++pl)
       {
-        march(pl, h * TZC * fz * K, true);
+        march(pl, h * TZC * fz * K);
       }
       SwapChunks(ws, rs);
     }
