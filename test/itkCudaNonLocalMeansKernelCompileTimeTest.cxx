@@ -220,7 +220,8 @@ itkCudaNonLocalMeansKernelCompileTimeTest(int argc, char * argv[])
       if (x.time.processor > limitMs)
       {
         std::cout << "SLOW sm_" << arch << " " << x.config.Describe() << ": " << static_cast<int>(x.time.processor)
-                  << " ms of processor time (" << static_cast<int>(x.time.wall) << " ms wall-clock)" << std::endl;
+                  << " ms of processor time (" << static_cast<int>(x.time.wall) << " ms wall-clock" << Retries(x.time)
+                  << ")" << std::endl;
         ++failures;
       }
     }
