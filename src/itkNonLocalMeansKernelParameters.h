@@ -117,9 +117,11 @@ ColumnRowChunks(int dimension, int patchSize, int rows)
   return (dimension == 2 && patchSize >= ColumnRowChunksFromPatch && rows == ColumnRowsInChunks) ? 2 : 1;
 }
 
-/** Threads per block of nlm_pad, and the most blocks of one launch (it strides over the rest). */
+/** nlm_pad's block: threads, and rows along axis 1 (a warp each, 32 cells along axis 0); its grid's
+ * most blocks along each axis (it strides over the rest). */
 constexpr int PadKernelThreads = 256;
-constexpr int PadKernelMaximumBlocks = 65535 * 8;
+constexpr int PadKernelRows = PadKernelThreads / 32;
+constexpr int PadKernelMaximumBlocks = 65535;
 
 } // namespace nlm
 } // namespace itk

@@ -302,6 +302,23 @@ ReflectIndex(long long i, long long n)
   return (m < n) ? m : period - m;
 }
 
+/** ReflectIndex's map by repeated reflection about the axis's first and last index, without a
+ * division: for indices a padding's width beyond the axis (the padding kernel's, per cell), where
+ * it takes 1 + |excursion| / (n - 1) steps at most. */
+ITK_NLM_HOST_DEVICE long long
+ReflectIndexByWalking(long long i, long long n)
+{
+  if (n == 1)
+  {
+    return 0;
+  }
+  while (i < 0 || i >= n)
+  {
+    i = (i < 0) ? -i : 2 * (n - 1) - i;
+  }
+  return i;
+}
+
 } // namespace nlm
 } // namespace itk
 

@@ -242,18 +242,28 @@ SlabPipeline::PadUpTo(long long planes)
   cuda::CUdeviceptr source = m_Input->Get();
   cuda::CUdeviceptr target =
     m_Padded->Get() + static_cast<std::size_t>(m_PaddedPlanes) * m_Slab.PaddedPlaneCells * realBytes;
-  void *            args[] = { &source, &target, &piece };
-  const std::size_t cells = m_Slab.PaddedPlaneCells / static_cast<std::size_t>(m_Run.Problem.Components) *
-                            static_cast<std::size_t>(planes - m_PaddedPlanes);
-  const auto blocks = static_cast<unsigned>(
-    std::min<std::size_t>((cells + PadKernelThreads - 1) / PadKernelThreads, PadKernelMaximumBlocks));
+  void *     args[] = { &source, &target, &piece };
+  const auto blocksAlong = [](long long cells, long long perBlock) {
+    return static_cast<unsigned>(std::min<long long>((cells + perBlock - 1) / perBlock, PadKernelMaximumBlocks));
+  };
+  const unsigned grid[3] = { blocksAlong(piece.padSize[0], 32),
+                             blocksAlong(piece.padSize[1], PadKernelRows),
+                             blocksAlong(piece.padSize[2] * piece.padSize[3], 1) };
   ITK_NLM_CUDA_CHECK(m_Run.Driver, cuStreamWaitEvent(m_Run.Streams.Padding.Get(), m_Uploaded->Get(), 0));
   m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
   m_PadEvents.back()->Record(m_Run.Streams.Padding.Get());
-  ITK_NLM_CUDA_CHECK(
-    m_Run.Driver,
-    cuLaunchKernel(
-      m_Run.Module.Pad, blocks, 1, 1, PadKernelThreads, 1, 1, 0, m_Run.Streams.Padding.Get(), args, nullptr));
+  ITK_NLM_CUDA_CHECK(m_Run.Driver,
+                     cuLaunchKernel(m_Run.Module.Pad,
+                                    grid[0],
+                                    grid[1],
+                                    grid[2],
+                                    PadKernelThreads,
+                                    1,
+                                    1,
+                                    0,
+                                    m_Run.Streams.Padding.Get(),
+                                    args,
+                                    nullptr));
   m_PadEvents.push_back(std::make_unique<Event>(m_Run.Driver));
   m_PadEvents.back()->Record(m_Run.Streams.Padding.Get());
   m_PaddedPlanes = planes;
