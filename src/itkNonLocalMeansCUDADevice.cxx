@@ -75,6 +75,23 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   }
   return key.str();
 }
+
+/** The in-memory module cache's key of a configuration: its macros and the extra NVRTC options
+ * (CompileKernel adds them). */
+std::string
+ModuleKey(const KernelConfig & config)
+{
+  std::ostringstream key;
+  for (const auto & m : config.Macros())
+  {
+    key << m << ' ';
+  }
+  for (const auto & o : GetOverrides().NvrtcOptions)
+  {
+    key << o << ' ';
+  }
+  return key.str();
+}
 } // namespace
 
 CUDADevice *
@@ -218,24 +235,44 @@ const LoadedModule &
 CUDADevice::Module(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics)
 {
   const std::lock_guard<std::mutex> lock(m_ModuleMutex);
-  std::ostringstream                key;
-  for (const auto & m : config.Macros())
-  {
-    key << m << ' ';
-  }
-  for (const auto & o : GetOverrides().NvrtcOptions) // CompileKernel adds them
-  {
-    key << o << ' ';
-  }
-  auto it = m_Modules.find(key.str());
+  const std::string                 key = ModuleKey(config);
+  auto                              it = m_Modules.find(key);
   if (it != m_Modules.end())
   {
     statistics.KernelFromMemoryCache = true;
     return it->second;
   }
+  LoadedModule m;
+  m.Pad = PaddingKernel(config, statistics);
+  m.Module = LoadModule(config, statistics, statistics.KernelFromDiskCache);
+  FindKernels(config, m);
+  return m_Modules.emplace(key, m).first->second;
+}
+
+cuda::CUfunction
+CUDADevice::PaddingKernel(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics)
+{
+  const KernelConfig padding = PaddingConfig(config);
+  const std::string  key = ModuleKey(padding);
+  auto               it = m_PaddingKernels.find(key);
+  if (it == m_PaddingKernels.end())
+  {
+    bool             fromDiskCache = false;
+    cuda::CUfunction pad = nullptr;
+    ITK_NLM_CUDA_CHECK(*m_Driver, cuModuleGetFunction(&pad, LoadModule(padding, statistics, fromDiskCache), "nlm_pad"));
+    it = m_PaddingKernels.emplace(key, pad).first;
+  }
+  return it->second;
+}
+
+cuda::CUmodule
+CUDADevice::LoadModule(const KernelConfig &                  config,
+                       NonLocalMeansBackend::RunStatistics & statistics,
+                       bool &                                fromDiskCache)
+{
   CompiledKernel compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture);
-  LoadedModule   m;
-  cuda::CUresult r = LoadImage(compiled, m);
+  cuda::CUmodule module = nullptr;
+  cuda::CUresult r = LoadImage(compiled, module);
   const bool     badImage =
     r == cuda::CUDA_ERROR_INVALID_IMAGE || r == cuda::CUDA_ERROR_INVALID_PTX || r == cuda::CUDA_ERROR_NO_BINARY_FOR_GPU;
   if (badImage && compiled.FromDiskCache)
@@ -244,27 +281,26 @@ CUDADevice::Module(const KernelConfig & config, NonLocalMeansBackend::RunStatist
     RemoveCacheEntry(compiled.CachePath);
     compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture, CacheUse::WriteOnly);
     statistics.KernelCacheRepaired = true;
-    r = LoadImage(compiled, m);
+    r = LoadImage(compiled, module);
   }
   if (r != cuda::CUDA_SUCCESS)
   {
     ThrowLoadFailure(compiled, r);
   }
-  statistics.CompileMilliseconds = compiled.Milliseconds;
-  statistics.KernelFromDiskCache = compiled.FromDiskCache;
-  FindKernels(config, m);
-  return m_Modules.emplace(key.str(), m).first->second;
+  statistics.CompileMilliseconds += compiled.Milliseconds;
+  fromDiskCache = compiled.FromDiskCache;
+  return module;
 }
 
 cuda::CUresult
-CUDADevice::LoadImage(const CompiledKernel & compiled, LoadedModule & m) const
+CUDADevice::LoadImage(const CompiledKernel & compiled, cuda::CUmodule & module) const
 {
   std::vector<char> image = compiled.Image;
   if (compiled.IsPTX)
   {
     image.push_back('\0');
   }
-  return m_Driver->cuModuleLoadData(&m.Module, image.data());
+  return m_Driver->cuModuleLoadData(&module, image.data());
 }
 
 void
@@ -291,7 +327,6 @@ void
 CUDADevice::FindKernels(const KernelConfig & config, LoadedModule & m) const
 {
   const auto & d = *m_Driver;
-  ITK_NLM_CUDA_CHECK(d, cuModuleGetFunction(&m.Pad, m.Module, "nlm_pad"));
   ITK_NLM_CUDA_CHECK(d, cuModuleGetFunction(&m.Fast, m.Module, "nlm_fast"));
   if (config.WeightBatch > 0)
   {

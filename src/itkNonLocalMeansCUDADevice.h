@@ -45,7 +45,7 @@ namespace nlm
 struct LoadedModule
 {
   cuda::CUmodule   Module{ nullptr };
-  cuda::CUfunction Pad{ nullptr };
+  cuda::CUfunction Pad{ nullptr }; // nlm_pad, of the configuration's padding module
   cuda::CUfunction Fast{ nullptr };
   cuda::CUfunction Gather{ nullptr };                    // the buffered-weights kernel's gather (null for the others)
   int              ResidentBlocksPerMultiprocessor{ 1 }; // of Fast
@@ -133,9 +133,11 @@ public:
                 const Overrides &                     overrides,
                 const PlanningAborted &               aborted = {});
 
-  /** The module of a configuration: from memory, else compiled (or read from the disk cache) and
-   * loaded. A cached module the driver does not load is removed, compiled again and stored anew.
-   * Records compile time and cache use in `statistics`. Call with the context current. */
+  /** The module of a configuration, with nlm_pad from the padding module its runs use
+   * (PaddingConfig, shared by every configuration of the same pixel types): each from memory, else
+   * compiled (or read from the disk cache) and loaded. A cached module the driver does not load is
+   * removed, compiled again and stored anew. Records compile time and cache use in `statistics`.
+   * Call with the context current. */
   const LoadedModule &
   Module(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics);
 
@@ -158,8 +160,16 @@ private:
   Initialize(int ordinal, std::string & why);
   bool
   QueryLimits(std::string & why);
+  /** A configuration's module, compiled (or read from the disk cache) and loaded: a cached module
+   * the driver does not load is removed, compiled again and stored anew. Adds its compile time to
+   * `statistics`; `fromDiskCache` tells whether it was read from the disk cache. */
+  cuda::CUmodule
+  LoadModule(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics, bool & fromDiskCache);
+  /** nlm_pad of `config`'s padding module: from memory, else loaded (LoadModule). */
+  cuda::CUfunction
+  PaddingKernel(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics);
   cuda::CUresult
-  LoadImage(const CompiledKernel & compiled, LoadedModule & module) const;
+  LoadImage(const CompiledKernel & compiled, cuda::CUmodule & module) const;
   [[noreturn]] void
   ThrowLoadFailure(const CompiledKernel & compiled, cuda::CUresult result) const;
   void
@@ -175,10 +185,11 @@ private:
   std::string                  m_Description;
   std::unique_ptr<StagingPool> m_Staging;
 
-  std::mutex                          m_ModuleMutex;
-  std::map<std::string, LoadedModule> m_Modules;
-  std::mutex                          m_ConfigurationMutex;
-  std::map<std::string, KernelConfig> m_Configurations;
+  std::mutex                              m_ModuleMutex;
+  std::map<std::string, LoadedModule>     m_Modules;
+  std::map<std::string, cuda::CUfunction> m_PaddingKernels; // nlm_pad per padding module
+  std::mutex                              m_ConfigurationMutex;
+  std::map<std::string, KernelConfig>     m_Configurations;
 };
 
 /** Makes the device's primary context current for the lifetime of the object. */

@@ -58,7 +58,8 @@
 //
 // The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (2D and 3D, patch size 3
 // or more) in itkNonLocalMeansColumnKernel.cu, the shared-rows kernel (3D, patch size 3 to 21) in
-// itkNonLocalMeansSharedRowsKernel.cu; the host compiles one of them per configuration.
+// itkNonLocalMeansSharedRowsKernel.cu; the host compiles one of them per configuration. The reflect
+// padding (nlm_pad) is in a module of its own (itkNonLocalMeansPadKernel.cu).
 
 #include "itkNonLocalMeansNumerics.h"
 #include "itkNonLocalMeansKernelParameters.h"
@@ -261,53 +262,5 @@ TileIsActive(const itk::nlm::FastKernelParameters & p, long long tile)
   return p.activeTiles == 0 || reinterpret_cast<const unsigned char *>(p.activeTiles)[tile] != 0;
 }
 } // namespace
-
-/** The index along axis `a` of the uploaded input that padded cell `i` along that axis copies: its
- * image index clamped to the cells the output needs (cells beyond them are there only because tiles
- * are rounded up), reflected into the image (NumPy's mode='reflect'). */
-__device__ __forceinline__ long long
-PadSource(const itk::nlm::PadKernelParameters & p, int a, long long i)
-{
-  long long c = p.padStart[a] + i;
-  c = (c < p.clampLo[a]) ? p.clampLo[a] : ((c > p.clampHi[a]) ? p.clampHi[a] : c);
-  return itk::nlm::ReflectIndexByWalking(c, p.imageSize[a]) - p.inStart[a];
-}
-
-/** Reflect-pads the uploaded input into the working array in the arithmetic type, about the whole
- * image. A warp copies 32 cells of a row along axis 0, a block PadKernelRows rows along axis 1 of
- * one plane (axes 2 and 3 together), each grid-stride: a cell takes no division, a row one
- * reflection, a plane one division (the kernel's code stays small: it is compiled with every
- * configuration). */
-extern "C" __global__ void
-nlm_pad(const TIn * __restrict__ in, Real * __restrict__ out, itk::nlm::PadKernelParameters p)
-{
-  const long long planes = p.padSize[2] * p.padSize[3];
-  const long long inRow = p.inSize[0];
-  const long long inPlane = inRow * p.inSize[1];
-  const long long x0 = blockIdx.x * 32LL + threadIdx.x % 32;
-  const long long y0 = blockIdx.y * static_cast<long long>(itk::nlm::PadKernelRows) + threadIdx.x / 32;
-#pragma unroll 1
-  for (long long zw = blockIdx.z; zw < planes; zw += gridDim.z)
-  {
-    const long long plane =
-      (PadSource(p, 2, zw % p.padSize[2]) + PadSource(p, 3, zw / p.padSize[2]) * p.inSize[2]) * inPlane;
-#pragma unroll 1
-    for (long long y = y0; y < p.padSize[1]; y += gridDim.y * static_cast<long long>(itk::nlm::PadKernelRows))
-    {
-      const long long row = plane + PadSource(p, 1, y) * inRow;
-      Real *          target = out + (zw * p.padSize[1] + y) * p.padSize[0] * K;
-#pragma unroll 1
-      for (long long x = x0; x < p.padSize[0]; x += gridDim.x * 32LL)
-      {
-        const long long src = row + PadSource(p, 0, x);
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-        {
-          target[x * K + k] = static_cast<Real>(in[src * K + k]);
-        }
-      }
-    }
-  }
-}
 
 #endif

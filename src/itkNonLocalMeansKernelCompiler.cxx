@@ -35,20 +35,23 @@ extern const char ColumnKernelSource[];
 extern const char SharedRowsKernelSource[];
 extern const char BufferedWeightsKernelSource[];
 extern const char ClassicKernelSource[];
+extern const char PadKernelSource[];
 extern const char KernelCommonHeaderSource[];
 extern const char KernelParametersHeaderSource[];
 extern const char NumericsHeaderSource[];
 
 namespace
 {
-/** The source NVRTC compiles for a configuration, and the headers it includes. */
+/** The source NVRTC compiles for a configuration, and the headers it includes (the first
+ * `Headers` of the arrays). */
 struct KernelSources
 {
-  static constexpr int Headers = 3;
+  static constexpr int MaximumHeaders = 3;
   const char *         Name;
   const char *         Source;
-  const char *         HeaderSources[Headers];
-  const char *         HeaderNames[Headers];
+  int                  Headers;
+  const char *         HeaderSources[MaximumHeaders];
+  const char *         HeaderNames[MaximumHeaders];
 };
 
 KernelSources
@@ -57,10 +60,17 @@ SourcesOf(const KernelConfig & config)
   KernelSources sources{
     "itkNonLocalMeansTiledKernel.cu",
     TiledKernelSource,
-    { KernelCommonHeaderSource, KernelParametersHeaderSource, NumericsHeaderSource },
-    { "itkNonLocalMeansKernelCommon.cuh", "itkNonLocalMeansKernelParameters.h", "itkNonLocalMeansNumerics.h" }
+    KernelSources::MaximumHeaders,
+    { NumericsHeaderSource, KernelParametersHeaderSource, KernelCommonHeaderSource },
+    { "itkNonLocalMeansNumerics.h", "itkNonLocalMeansKernelParameters.h", "itkNonLocalMeansKernelCommon.cuh" }
   };
-  if (config.Classic)
+  if (config.Padding)
+  {
+    sources.Name = "itkNonLocalMeansPadKernel.cu";
+    sources.Source = PadKernelSource;
+    sources.Headers = 2; // not the kernels' common header
+  }
+  else if (config.Classic)
   {
     sources.Name = "itkNonLocalMeansClassicKernel.cu";
     sources.Source = ClassicKernelSource;
@@ -91,10 +101,28 @@ NvrtcError(const cuda::NvrtcAPI & nvrtc, cuda::nvrtcResult r)
 }
 } // namespace
 
+KernelConfig
+PaddingConfig(const KernelConfig & config)
+{
+  KernelConfig padding;
+  padding.Padding = true;
+  padding.Components = config.Components;
+  padding.InputDouble = config.InputDouble;
+  padding.SinglePrecision = config.SinglePrecision;
+  return padding;
+}
+
 std::vector<std::string>
 KernelConfig::Macros() const
 {
   std::vector<std::string> m;
+  if (Padding) // what nlm_pad reads, and the module's source (the in-memory module cache's key)
+  {
+    return { "-DNLM_K=" + std::to_string(Components),
+             std::string("-DNLM_TIN=") + (InputDouble ? "double" : "float"),
+             std::string("-DNLM_REAL=") + (SinglePrecision ? "float" : "double"),
+             "-DNLM_PADDING=1" };
+  }
   m.push_back("-DNLM_DIM=" + std::to_string(Dimension));
   m.push_back("-DNLM_K=" + std::to_string(Components));
   m.push_back("-DNLM_S=" + std::to_string(PatchSize));
@@ -143,9 +171,9 @@ KernelConfig::Macros() const
 size_t
 KernelConfig::SharedBytes() const
 {
-  if (PatchSize <= 1 || Classic)
+  if (PatchSize <= 1 || Classic || Padding)
   {
-    return 0; // patch size 1: constant weights; the classic kernel: no shared memory
+    return 0; // patch size 1: constant weights; the classic and the padding kernels: no shared memory
   }
   const size_t real = SinglePrecision ? sizeof(float) : sizeof(double);
   if (SharedRows || WeightBatch > 0)
@@ -193,6 +221,12 @@ std::string
 KernelConfig::Describe() const
 {
   std::ostringstream os;
+  if (Padding)
+  {
+    os << "padding K" << Components << " " << (InputDouble ? "double" : "float") << "->"
+       << (SinglePrecision ? "float" : "double");
+    return os.str();
+  }
   os << Dimension << "D K" << Components << " s" << PatchSize << " d" << PatchDistance;
   if (IsAnisotropic())
   {
@@ -326,7 +360,7 @@ CacheKey(const cuda::NvrtcAPI & nvrtc, const std::vector<std::string> & options,
     key << o << "\n";
   }
   key << sources.Name << "\n" << sources.Source;
-  for (int h = 0; h < KernelSources::Headers; ++h)
+  for (int h = 0; h < sources.Headers; ++h)
   {
     key << "\n" << sources.HeaderNames[h] << "\n" << sources.HeaderSources[h];
   }
@@ -344,7 +378,7 @@ RunNvrtc(const cuda::NvrtcAPI &           nvrtc,
   const auto         start = std::chrono::steady_clock::now();
   cuda::nvrtcProgram program = nullptr;
   cuda::nvrtcResult  r = nvrtc.nvrtcCreateProgram(
-    &program, sources.Source, sources.Name, KernelSources::Headers, sources.HeaderSources, sources.HeaderNames);
+    &program, sources.Source, sources.Name, sources.Headers, sources.HeaderSources, sources.HeaderNames);
   if (r != cuda::NVRTC_SUCCESS)
   {
     itkGenericExceptionMacro("NVRTC could not create the kernel program: " << NvrtcError(nvrtc, r));

@@ -73,6 +73,9 @@ struct KernelConfig
    * tile shifted by -t) instead of one box spanning both, so that shared memory does not grow
    * with the patch distance (where the spanning box does not fit the device). */
   bool SplitBoxes{ false };
+  /** The padding module (itkNonLocalMeansPadKernel.cu): nlm_pad alone, which depends only on
+   * InputDouble, SinglePrecision and Components (PaddingConfig); every other module leaves it out. */
+  bool Padding{ false };
 
   /** The odd patch size along `axis`. */
   int
@@ -125,6 +128,11 @@ struct KernelConfig
   std::string
   Describe() const;
 };
+
+/** The configuration of the padding module that `config`'s runs use: its input type, arithmetic
+ * type and components, every other field at its default. */
+CudaNonLocalMeans_EXPORT KernelConfig
+PaddingConfig(const KernelConfig & config);
 
 /** A compiled module image: a cubin, or PTX for the driver to finish when NVRTC does not know the
  * device's architecture. */

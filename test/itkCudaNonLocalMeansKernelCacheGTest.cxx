@@ -19,7 +19,8 @@
 // The kernel disk cache verifies and heals (CuPy's model): an entry is used only when it is an
 // intact, owner-only regular file of the same key; truncated, padded, corrupted, foreign,
 // symbolic-link and loosely-permitted entries are compiled again and replaced; folders are
-// created 0700 and files 0600. Needs NVRTC (no GPU); skipped without it.
+// created 0700 and files 0600; one padding module serves every configuration of the same pixel
+// types. Needs NVRTC (no GPU); skipped without it.
 
 #include "itkNonLocalMeansKernelCache.h"
 #include "itkCudaNonLocalMeansTestUtilities.h"
@@ -28,6 +29,7 @@
 #include "itkCudaDriver.h"
 #include "itkGTest.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -196,4 +198,34 @@ TEST_F(KernelCacheTest, PTXForAnArchitectureNVRTCDoesNotKnowIsStoredAndReadBack)
   const CompiledKernel second = itk::nlm::CompileKernel(*m_Nvrtc, SmallConfiguration(), 990);
   EXPECT_TRUE(second.FromDiskCache) << second.CacheProblem;
   EXPECT_EQ(second.Image, first.Image);
+}
+
+TEST_F(KernelCacheTest, OnePaddingModuleServesEveryConfigurationOfTheSamePixelTypes)
+{
+  // nlm_pad is compiled into a module of its own, keyed by the input type, the arithmetic type and
+  // the components only: a configuration of another kernel, patch, distance and tile reads the same
+  // entry; another input type compiles another; a configuration's module carries no nlm_pad.
+  const auto contains = [](const CompiledKernel & k, const std::string & name) {
+    return std::search(k.Image.begin(), k.Image.end(), name.begin(), name.end()) != k.Image.end();
+  };
+  KernelConfig other = SmallConfiguration();
+  other.Dimension = 3;
+  other.PatchSize = 7;
+  other.PatchDistance = 5;
+  other.Tile[0] = 25;
+  other.Rows = 2;
+  const CompiledKernel first = itk::nlm::CompileKernel(*m_Nvrtc, itk::nlm::PaddingConfig(SmallConfiguration()), 90);
+  EXPECT_FALSE(first.FromDiskCache);
+  EXPECT_TRUE(contains(first, "nlm_pad"));
+  EXPECT_FALSE(contains(first, "nlm_fast"));
+  const CompiledKernel shared = itk::nlm::CompileKernel(*m_Nvrtc, itk::nlm::PaddingConfig(other), 90);
+  EXPECT_TRUE(shared.FromDiskCache) << shared.CacheProblem;
+  EXPECT_EQ(shared.CachePath, first.CachePath);
+  other.InputDouble = true;
+  const CompiledKernel doubles = itk::nlm::CompileKernel(*m_Nvrtc, itk::nlm::PaddingConfig(other), 90);
+  EXPECT_FALSE(doubles.FromDiskCache);
+  EXPECT_NE(doubles.CachePath, first.CachePath);
+  const CompiledKernel configuration = Compile();
+  EXPECT_TRUE(contains(configuration, "nlm_fast"));
+  EXPECT_FALSE(contains(configuration, "nlm_pad"));
 }

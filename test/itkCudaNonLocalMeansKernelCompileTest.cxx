@@ -16,9 +16,10 @@
  *
  *=========================================================================*/
 
-// Every kernel variant compiles with NVRTC for the architectures given on the command line (default
-// sm_80 and sm_90; CTest also runs it with NVRTC 12 for sm_61, which CUDA 13 no longer supports).
-// Needs an NVRTC library but no GPU; exits 77 (skipped) when no NVRTC can be loaded.
+// Every kernel variant, and the padding module of each pixel types, compiles with NVRTC for the
+// architectures given on the command line (default sm_80 and sm_90; CTest also runs it with NVRTC
+// 12 for sm_61, which CUDA 13 no longer supports). Needs an NVRTC library but no GPU; exits 77
+// (skipped) when no NVRTC can be loaded.
 
 #include "itkCudaNonLocalMeansCompileTestSetup.h"
 #include "itkNonLocalMeansKernelCompiler.h"
@@ -137,7 +138,27 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 3, { 9, 3, 3 }, { 1, 4, 2 }, { 8, 8, 4, 1 }, 128 },
     { 4, { 3, 3, 3, 5 }, { 1, 2, 1, 1 }, { 8, 4, 4, 2 }, 256 },
   };
-  int failures = 0;
+  int        failures = 0;
+  const auto compile = [&](const itk::nlm::KernelConfig & c) { // for every architecture
+    for (int arch : archs)
+    {
+      try
+      {
+        const auto k = itk::nlm::CompileKernel(*nvrtc, c, arch);
+        std::cout << "ok   " << k.Target << " " << c.Describe() << ": " << k.Image.size() << " bytes, "
+                  << static_cast<int>(k.Milliseconds) << " ms" << std::endl;
+        if (!overrides.NvrtcOptions.empty() && !k.Log.empty())
+        {
+          std::cout << k.Log << std::endl;
+        }
+      }
+      catch (const itk::ExceptionObject & e)
+      {
+        std::cout << "FAIL sm_" << arch << " " << c.Describe() << ": " << e.GetDescription() << std::endl;
+        ++failures;
+      }
+    }
+  };
   for (const auto & v : perAxis)
   {
     itk::nlm::KernelConfig c;
@@ -153,20 +174,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.ThreadCount = v.threads;
     c.InputDouble = c.OutputDouble = true;
     c.Rician = (v.dim == 3);
-    for (int arch : archs)
-    {
-      try
-      {
-        const auto k = itk::nlm::CompileKernel(*nvrtc, c, arch);
-        std::cout << "ok   " << k.Target << " " << c.Describe() << ": " << k.Image.size() << " bytes, "
-                  << static_cast<int>(k.Milliseconds) << " ms" << std::endl;
-      }
-      catch (const itk::ExceptionObject & e)
-      {
-        std::cout << "FAIL sm_" << arch << " " << c.Describe() << ": " << e.GetDescription() << std::endl;
-        ++failures;
-      }
-    }
+    compile(c);
   }
   for (const auto & v : variants)
   {
@@ -192,23 +200,18 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.GlobalFootprint = (v.features & 8) != 0;
     c.SharedRows = (v.features & 16) != 0;
     c.WeightBatch = (v.features & 32) != 0 ? 12 : 0;
-    for (int arch : archs)
+    compile(c);
+  }
+  // The padding modules (one per input type, arithmetic type and component count).
+  for (int k : { 1, 2, 3 })
+  {
+    for (int types = 0; types < 4; ++types)
     {
-      try
-      {
-        const auto k = itk::nlm::CompileKernel(*nvrtc, c, arch);
-        std::cout << "ok   " << k.Target << " " << c.Describe() << ": " << k.Image.size() << " bytes, "
-                  << static_cast<int>(k.Milliseconds) << " ms" << std::endl;
-        if (!overrides.NvrtcOptions.empty() && !k.Log.empty())
-        {
-          std::cout << k.Log << std::endl;
-        }
-      }
-      catch (const itk::ExceptionObject & e)
-      {
-        std::cout << "FAIL sm_" << arch << " " << c.Describe() << ": " << e.GetDescription() << std::endl;
-        ++failures;
-      }
+      itk::nlm::KernelConfig c;
+      c.Components = k;
+      c.InputDouble = (types & 1) != 0;
+      c.SinglePrecision = (types & 2) != 0;
+      compile(itk::nlm::PaddingConfig(c));
     }
   }
   std::cout << (failures == 0 ? "All variants compile." : "Some variants FAILED to compile.") << std::endl;
