@@ -23,7 +23,8 @@
 //
 // Usage: CudaNonLocalMeansKernelImages OUTDIR [ARCH] [--quick]
 // ARCH is a compute capability as 10 * major + minor (default 90). Every distinct configuration
-// (KernelConfig::Describe) is written once, as OUTDIR/NNN.cubin, and OUTDIR/index.txt lists
+// (KernelConfig::Describe), and the padding module each uses ("padding K1 float->double"), is
+// written once, as OUTDIR/NNN.cubin, and OUTDIR/index.txt lists
 // "NNN.cubin<TAB>description". The planner honours the CUDANONLOCALMEANS_* overrides, so a forced
 // shape (e.g. CUDANONLOCALMEANS_BUFFERED_WEIGHTS=10,128,12) is written in place of its choice.
 // --quick takes fewer patch sizes and distances (a part of the full grid); --only TEXT (repeatable)
@@ -183,7 +184,29 @@ main(int argc, char * argv[])
     std::cerr << "Cannot write " << outDir << "/index.txt: create the folder first." << std::endl;
     return EXIT_FAILURE;
   }
-  int failures = 0;
+  int        failures = 0;
+  const auto write = [&](const itk::nlm::KernelConfig & config) { // once per description, if wanted
+    const std::string description = config.Describe();
+    const bool        wanted = std::all_of(
+      only.begin(), only.end(), [&](const std::string & text) { return description.find(text) != std::string::npos; });
+    if (!wanted || !written.insert(description).second)
+    {
+      return;
+    }
+    try
+    {
+      const auto         k = itk::nlm::CompileKernel(*nvrtc, config, arch);
+      std::ostringstream name;
+      name << std::setw(3) << std::setfill('0') << written.size() << (k.IsPTX ? ".ptx" : ".cubin");
+      std::ofstream(outDir + "/" + name.str(), std::ios::binary).write(k.Image.data(), k.Image.size());
+      index << name.str() << '\t' << description << '\n';
+    }
+    catch (const itk::ExceptionObject & e)
+    {
+      std::cerr << "FAIL " << description << ": " << e.GetDescription() << std::endl;
+      ++failures;
+    }
+  };
   for (const Grid & g : Grids(quick))
   {
     for (Variant variant : AllVariants)
@@ -203,31 +226,13 @@ main(int argc, char * argv[])
           {
             continue; // not a problem the backends take (slow mode in 4D), or beyond the device's limits
           }
-          const std::string description = config.Describe();
-          const bool        wanted = std::all_of(only.begin(), only.end(), [&](const std::string & text) {
-            return description.find(text) != std::string::npos;
-          });
-          if (!wanted || !written.insert(description).second)
-          {
-            continue;
-          }
-          try
-          {
-            const auto         k = itk::nlm::CompileKernel(*nvrtc, config, arch);
-            std::ostringstream name;
-            name << std::setw(3) << std::setfill('0') << written.size() << (k.IsPTX ? ".ptx" : ".cubin");
-            std::ofstream(outDir + "/" + name.str(), std::ios::binary).write(k.Image.data(), k.Image.size());
-            index << name.str() << '\t' << description << '\n';
-          }
-          catch (const itk::ExceptionObject & e)
-          {
-            std::cerr << "FAIL " << description << ": " << e.GetDescription() << std::endl;
-            ++failures;
-          }
+          write(config);
+          write(itk::nlm::PaddingConfig(config)); // the padding module it uses
         }
       }
     }
   }
-  std::cout << written.size() << " configurations for sm_" << arch << " in " << outDir << std::endl;
+  std::cout << written.size() << " modules (configurations and padding modules) for sm_" << arch << " in " << outDir
+            << std::endl;
   return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

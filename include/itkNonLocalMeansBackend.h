@@ -145,17 +145,17 @@ public:
     std::string Configuration;
     // The CUDA backend overlaps the copies with the kernels (doc/cuda-backend.md): the times below
     // are not additive.
-    double        KernelMilliseconds{ 0.0 };     // the non-local means kernels (CUDA events, chunks' union)
-    double        PadMilliseconds{ 0.0 };        // reflect padding on the device (CUDA events)
-    double        UploadMilliseconds{ 0.0 };     // host: enqueuing the upload (staged copies, fused finite check)
-    double        DownloadMilliseconds{ 0.0 };   // host: downloads, mostly while the kernels run
-    double        CompileMilliseconds{ 0.0 };    // NVRTC compile in this Run (0 if cached)
-    double        CheckMilliseconds{ 0.0 };      // host: a separate finite-value check (0 when fused into the upload)
-    double        SetupMilliseconds{ 0.0 };      // host: configuration, module (compile or cache), memory plan
-    double        AllocationMilliseconds{ 0.0 }; // host: device buffers, the first page-locked buffer
-    bool          KernelFromDiskCache{ false };
-    bool          KernelFromMemoryCache{ false };
-    bool          KernelCacheRepaired{ false }; // a cached module the driver did not load was compiled again
+    double        KernelMilliseconds{ 0.0 };      // the non-local means kernels (CUDA events, chunks' union)
+    double        PadMilliseconds{ 0.0 };         // reflect padding on the device (CUDA events)
+    double        UploadMilliseconds{ 0.0 };      // host: enqueuing the upload (staged copies, fused finite check)
+    double        DownloadMilliseconds{ 0.0 };    // host: downloads, mostly while the kernels run
+    double        CompileMilliseconds{ 0.0 };     // NVRTC compiles in this Run, summed (0 if all cached)
+    double        CheckMilliseconds{ 0.0 };       // host: a separate finite-value check (0 when fused into the upload)
+    double        SetupMilliseconds{ 0.0 };       // host: configuration, module (compile or cache), memory plan
+    double        AllocationMilliseconds{ 0.0 };  // host: device buffers, the first page-locked buffer
+    bool          KernelFromDiskCache{ false };   // the configuration's module (not the padding module)
+    bool          KernelFromMemoryCache{ false }; // the configuration's module, with its padding kernel
+    bool          KernelCacheRepaired{ false };   // a cached module the driver did not load was compiled again
     unsigned int  Slabs{ 0 };
     std::uint64_t DeviceBytes{ 0 };
     std::string   CPUFallbackReason; // Backend Auto computed on the CPU: why the CUDA backend did not

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <sstream>
 
 namespace itk
@@ -242,35 +243,39 @@ CUDADevice::Module(const KernelConfig & config, NonLocalMeansBackend::RunStatist
     statistics.KernelFromMemoryCache = true;
     return it->second;
   }
-  LoadedModule m;
-  m.Pad = PaddingKernel(config, statistics);
-  m.Module = LoadModule(config, statistics, statistics.KernelFromDiskCache);
-  FindKernels(config, m);
-  return m_Modules.emplace(key, m).first->second;
-}
-
-cuda::CUfunction
-CUDADevice::PaddingKernel(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics)
-{
-  const KernelConfig padding = PaddingConfig(config);
-  const std::string  key = ModuleKey(padding);
-  auto               it = m_PaddingKernels.find(key);
-  if (it == m_PaddingKernels.end())
+  // The padding module, where this device has none of these pixel types yet, compiles on another
+  // thread while the configuration's module compiles here (NVRTC compiles distinct programs
+  // concurrently; only NVRTC runs there): a first call waits for the slower of the two, not both.
+  const KernelConfig          padding = PaddingConfig(config);
+  const std::string           paddingKey = ModuleKey(padding);
+  std::future<CompiledKernel> paddingCompile;
+  if (m_PaddingKernels.find(paddingKey) == m_PaddingKernels.end())
   {
-    bool             fromDiskCache = false;
-    cuda::CUfunction pad = nullptr;
-    ITK_NLM_CUDA_CHECK(*m_Driver, cuModuleGetFunction(&pad, LoadModule(padding, statistics, fromDiskCache), "nlm_pad"));
-    it = m_PaddingKernels.emplace(key, pad).first;
+    paddingCompile = std::async(std::launch::async,
+                                [this, padding] { return CompileKernel(*m_Nvrtc, padding, m_Limits.Architecture); });
   }
-  return it->second;
+  LoadedModule   m;
+  CompiledKernel compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture);
+  m.Module = LoadModule(config, compiled, statistics);
+  statistics.KernelFromDiskCache = compiled.FromDiskCache;
+  FindKernels(config, m);
+  if (paddingCompile.valid())
+  {
+    CompiledKernel   paddingCompiled = paddingCompile.get();
+    cuda::CUfunction pad = nullptr;
+    ITK_NLM_CUDA_CHECK(*m_Driver,
+                       cuModuleGetFunction(&pad, LoadModule(padding, paddingCompiled, statistics), "nlm_pad"));
+    m_PaddingKernels.emplace(paddingKey, pad);
+  }
+  m.Pad = m_PaddingKernels.at(paddingKey);
+  return m_Modules.emplace(key, m).first->second;
 }
 
 cuda::CUmodule
 CUDADevice::LoadModule(const KernelConfig &                  config,
-                       NonLocalMeansBackend::RunStatistics & statistics,
-                       bool &                                fromDiskCache)
+                       CompiledKernel &                      compiled,
+                       NonLocalMeansBackend::RunStatistics & statistics)
 {
-  CompiledKernel compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture);
   cuda::CUmodule module = nullptr;
   cuda::CUresult r = LoadImage(compiled, module);
   const bool     badImage =
@@ -288,7 +293,6 @@ CUDADevice::LoadModule(const KernelConfig &                  config,
     ThrowLoadFailure(compiled, r);
   }
   statistics.CompileMilliseconds += compiled.Milliseconds;
-  fromDiskCache = compiled.FromDiskCache;
   return module;
 }
 

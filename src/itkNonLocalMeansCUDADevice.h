@@ -135,9 +135,9 @@ public:
 
   /** The module of a configuration, with nlm_pad from the padding module its runs use
    * (PaddingConfig, shared by every configuration of the same pixel types): each from memory, else
-   * compiled (or read from the disk cache) and loaded. A cached module the driver does not load is
-   * removed, compiled again and stored anew. Records compile time and cache use in `statistics`.
-   * Call with the context current. */
+   * compiled (or read from the disk cache; the padding module on another thread meanwhile) and
+   * loaded. A cached module the driver does not load is removed, compiled again and stored anew.
+   * Records compile time and cache use in `statistics`. Call with the context current. */
   const LoadedModule &
   Module(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics);
 
@@ -160,14 +160,11 @@ private:
   Initialize(int ordinal, std::string & why);
   bool
   QueryLimits(std::string & why);
-  /** A configuration's module, compiled (or read from the disk cache) and loaded: a cached module
-   * the driver does not load is removed, compiled again and stored anew. Adds its compile time to
-   * `statistics`; `fromDiskCache` tells whether it was read from the disk cache. */
+  /** Loads `compiled`, the module of `config` (CompileKernel); where it came from the disk cache and
+   * the driver does not load it, removes the entry, compiles again (into `compiled`), stores and
+   * loads that. Adds the compile time to `statistics`. */
   cuda::CUmodule
-  LoadModule(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics, bool & fromDiskCache);
-  /** nlm_pad of `config`'s padding module: from memory, else loaded (LoadModule). */
-  cuda::CUfunction
-  PaddingKernel(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics);
+  LoadModule(const KernelConfig & config, CompiledKernel & compiled, NonLocalMeansBackend::RunStatistics & statistics);
   cuda::CUresult
   LoadImage(const CompiledKernel & compiled, cuda::CUmodule & module) const;
   [[noreturn]] void
@@ -187,7 +184,7 @@ private:
 
   std::mutex                              m_ModuleMutex;
   std::map<std::string, LoadedModule>     m_Modules;
-  std::map<std::string, cuda::CUfunction> m_PaddingKernels; // nlm_pad per padding module
+  std::map<std::string, cuda::CUfunction> m_PaddingKernels; // nlm_pad per padding module (m_ModuleMutex)
   std::mutex                              m_ConfigurationMutex;
   std::map<std::string, KernelConfig>     m_Configurations;
 };

@@ -121,6 +121,7 @@ ColumnRowChunks(int dimension, int patchSize, int rows)
  * most blocks along each axis (it strides over the rest). */
 constexpr int PadKernelThreads = 256;
 constexpr int PadKernelRows = PadKernelThreads / 32;
+static_assert(PadKernelThreads % 32 == 0, "nlm_pad's block is whole warps");
 constexpr int PadKernelMaximumBlocks = 65535;
 
 } // namespace nlm
