@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <future>
 #include <sstream>
 
 namespace itk
@@ -243,30 +242,23 @@ CUDADevice::Module(const KernelConfig & config, NonLocalMeansBackend::RunStatist
     statistics.KernelFromMemoryCache = true;
     return it->second;
   }
-  // The padding module, where this device has none of these pixel types yet, compiles on another
-  // thread while the configuration's module compiles here (NVRTC compiles distinct programs
-  // concurrently; only NVRTC runs there): a first call waits for the slower of the two, not both.
-  const KernelConfig          padding = PaddingConfig(config);
-  const std::string           paddingKey = ModuleKey(padding);
-  std::future<CompiledKernel> paddingCompile;
+  // The padding module of these pixel types, where this device has none yet (one for every
+  // configuration of them), then the configuration's.
+  const KernelConfig padding = PaddingConfig(config);
+  const std::string  paddingKey = ModuleKey(padding);
   if (m_PaddingKernels.find(paddingKey) == m_PaddingKernels.end())
   {
-    paddingCompile = std::async(std::launch::async,
-                                [this, padding] { return CompileKernel(*m_Nvrtc, padding, m_Limits.Architecture); });
+    CompiledKernel   paddingCompiled = CompileKernel(*m_Nvrtc, padding, m_Limits.Architecture);
+    cuda::CUfunction pad = nullptr;
+    ITK_NLM_CUDA_CHECK(*m_Driver,
+                       cuModuleGetFunction(&pad, LoadModule(padding, paddingCompiled, statistics), "nlm_pad"));
+    m_PaddingKernels.emplace(paddingKey, pad);
   }
   LoadedModule   m;
   CompiledKernel compiled = CompileKernel(*m_Nvrtc, config, m_Limits.Architecture);
   m.Module = LoadModule(config, compiled, statistics);
   statistics.KernelFromDiskCache = compiled.FromDiskCache;
   FindKernels(config, m);
-  if (paddingCompile.valid())
-  {
-    CompiledKernel   paddingCompiled = paddingCompile.get();
-    cuda::CUfunction pad = nullptr;
-    ITK_NLM_CUDA_CHECK(*m_Driver,
-                       cuModuleGetFunction(&pad, LoadModule(padding, paddingCompiled, statistics), "nlm_pad"));
-    m_PaddingKernels.emplace(paddingKey, pad);
-  }
   m.Pad = m_PaddingKernels.at(paddingKey);
   return m_Modules.emplace(key, m).first->second;
 }

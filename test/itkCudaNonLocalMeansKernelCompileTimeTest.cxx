@@ -20,8 +20,8 @@
 // no GPU needed) for 2D, 3D and 4D problems over patch sizes 1 to 21 and distances up to 21, for
 // the architectures given on the command line (default sm_80 and sm_90), and 3D problems in single
 // precision (opt-in) at patch sizes 3 to 21, and the padding modules they use: each compiles in at
-// most one second (issue 12's bar). A first call with an empty cache compiles its configuration's
-// module and, on another thread meanwhile, its padding module (CUDADevice::Module).
+// most one second (issue 12's bar). A first call with an empty cache and pixel types never seen
+// compiles both its configuration's module and its padding module (CUDADevice::Module).
 // The time is the process's processor time (NVRTC compiles on the calling thread, so on an idle
 // machine it is the wall-clock time; it leaves out time the process waits for a CPU), the fastest
 // of up to five attempts, and where that is over the bar, of five more after the rest of the grid:
