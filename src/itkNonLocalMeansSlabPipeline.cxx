@@ -36,8 +36,9 @@ using nlm::MillisecondsSince;
 
 // Kernel chunks queued on the GPU at most.
 constexpr std::size_t QueueDepth = 4;
-// Staging chunks per download piece: the queue is refilled between pieces (about 2 ms at 16 MiB
-// chunks and 30 GB/s, shorter than the queued chunks' kernel time at 500^3).
+// Staging chunks per download piece, in whole planes and at least one: the queue is refilled
+// between pieces (about 2 ms at 16 MiB chunks and 30 GB/s, shorter than the queued chunks' kernel
+// time at 500^3).
 constexpr std::size_t DownloadPieceStagingChunks = 4;
 // Outputs at least this large get the huge-page hint (the C library maps them on their own).
 constexpr std::size_t HugePageHintBytes = std::size_t{ 64 } << 20;
@@ -406,9 +407,9 @@ SlabPipeline::FinishOldestChunk(bool wait)
 
 /** Waits for the chunks in turn and downloads the output planes that are complete (on the copy
  * stream, while the kernel goes on), in pieces of about DownloadPieceStagingChunks staging chunks:
- * between pieces it accounts for the chunks that have finished and refills the queue, so that a
- * backlog (the planes finished during the upload, which a fused finite check keeps on the device
- * until the whole input is checked) does not leave the GPU without queued chunks. */
+ * before each piece it accounts for the chunks that have finished and refills the queue, so that a
+ * backlog (the planes finished during the upload, which nothing downloads before the whole input is
+ * uploaded and, where fused, checked) does not leave the GPU without queued chunks. */
 void
 SlabPipeline::DownloadAsChunksComplete()
 {
@@ -435,6 +436,7 @@ SlabPipeline::DownloadAsChunksComplete()
     {
       FinishOldestChunk(true);
     }
+    LaunchReadyChunks(); // in place of the chunks just finished, before the host copies a piece
     const long long end = std::min(planesDone(), downloaded + piecePlanes);
     if (end > downloaded && !m_Aborted)
     {

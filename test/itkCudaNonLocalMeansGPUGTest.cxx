@@ -992,8 +992,9 @@ TEST(CudaNonLocalMeansGPU, UploadsInPiecesAndLaunchesOfFewTilesChangeNoBit)
   Compare(
     "4D 2-channel float one plane per piece", Image<VF4>({ 7, 6, 6, 5 }, 2, 31).GetPointer(), { 3, 1, 0.15, 0.1 });
   // Kernel launches of a few tiles each (forced): the later chunks wait for later pieces, and the
-  // output planes of the first chunks are downloaded while the others run, in pieces of four
-  // staging chunks (two planes here, where a layer of tiles finishes four). They alternate between
+  // output planes of the first chunks are downloaded while the others run, in pieces of at most
+  // four staging chunks in whole planes (in the 3D cases two planes, where a layer of tiles finishes
+  // four). They alternate between
   // two kernel streams (each waits for the padding it reads), or take one when asked.
   SetEnv("CUDANONLOCALMEANS_CHUNK_TILES", "3");
   SetEnv("CUDANONLOCALMEANS_KERNEL_STREAMS", "1");
