@@ -135,8 +135,9 @@ public:
 
   /** The module of a configuration, with nlm_pad from the padding module its runs use
    * (PaddingConfig, shared by every configuration of the same pixel types): each from memory, else
-   * compiled (or read from the disk cache) and loaded. A cached module the driver does not load is removed, compiled
-   * again and stored anew. Records compile time and cache use in `statistics`. Call with the context current. */
+   * compiled (or read from the disk cache) and loaded. A cached module the driver does not load is
+   * removed, compiled again and stored anew. Records compile time and cache use in `statistics`.
+   * Call with the context current. */
   const LoadedModule &
   Module(const KernelConfig & config, NonLocalMeansBackend::RunStatistics & statistics);
 

@@ -994,8 +994,8 @@ TEST(CudaNonLocalMeansGPU, UploadsInPiecesAndLaunchesOfFewTilesChangeNoBit)
   // Kernel launches of a few tiles each (forced): the later chunks wait for later pieces, and the
   // output planes of the first chunks are downloaded while the others run, in pieces of at most
   // four staging chunks in whole planes (in the 3D cases two planes, where a layer of tiles finishes
-  // four). They alternate between
-  // two kernel streams (each waits for the padding it reads), or take one when asked.
+  // four). They alternate between two kernel streams (each waits for the padding it reads), or take
+  // one when asked.
   SetEnv("CUDANONLOCALMEANS_CHUNK_TILES", "3");
   SetEnv("CUDANONLOCALMEANS_KERNEL_STREAMS", "1");
   Compare("3D float column kernel, chunks of 3 tiles on one stream, one plane per piece",
