@@ -493,8 +493,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
       for (int u = 0; u < STEP2_UNITS; ++u)
       {
-        const WeightStore w = ScaledWeight(
-          SumAlongAxis2(ring[u]), norm, invNorm, p.negScale, (Step2Shift(warp, u) == 0) ? (t0 == 0) : false);
+        const WeightStore w =
+          ScaledWeight(SumAlongAxis2(ring[u]), norm, invNorm, (Step2Shift(warp, u) == 0) ? (t0 == 0) : false);
         if (store[u] && inPlane)
         {
           weights[(u == 0) ? 0 : unit1] = w;

@@ -42,9 +42,9 @@ ConfigurationKey(const NonLocalMeansBackend::Problem & p, const Overrides & o)
   std::ostringstream key;
   key << p.Dimension << ' ' << p.Components << ' ' << NonLocalMeansBackend::EffectivePatchSize(p.PatchSize) << ' '
       << p.PatchDistance << ' ' << static_cast<int>(p.InputType) << ' ' << static_cast<int>(p.OutputType) << ' '
-      << p.SinglePrecision << ' ' << std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p))) << ' '
-      << o.ColumnKernelOff << ' ' << o.ColumnFootprint << ' ' << static_cast<int>(p.NoiseModel) << ' '
-      << (p.NoiseSigma != nullptr) << ' ' << (p.Mask != nullptr) << ' ' << p.FastMode;
+      << p.SinglePrecision << ' ' << CorrectedWeightsServe(p) << ' ' << o.ColumnKernelOff << ' ' << o.ColumnFootprint
+      << ' ' << static_cast<int>(p.NoiseModel) << ' ' << (p.NoiseSigma != nullptr) << ' ' << (p.Mask != nullptr) << ' '
+      << p.FastMode;
   // The output's size: the buffered-weights kernel's gather grid (BufferedWeightsServe) and the
   // column kernel's rows (ColumnThreeRowsPay).
   for (unsigned int a = 0; a < p.Dimension; ++a)

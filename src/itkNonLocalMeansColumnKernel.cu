@@ -102,14 +102,6 @@ CopyFootprint(const Real * footprint, const itk::nlm::FastKernelParameters & p, 
   }
 }
 
-/** ScaledWeight out of line: the weights of a plane where one of them needs the rare exact path,
- * kept out of the unrolled march so that its code, and the time it takes to compile, stay small. */
-__device__ __noinline__ WeightStore
-ScaledWeightOutOfLine(Real raw, Real norm, Real invNorm, double negScale, bool half)
-{
-  return ScaledWeight(raw, norm, invNorm, negScale, half);
-}
-
 /** Adds a voxel's two terms of a shift, the centre term (weight wc, value yc) and the target term
  * (wt, yt), to its sums: the target term first when `first` (a compile-time constant: Order). */
 __device__ __forceinline__ void
@@ -204,7 +196,6 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   const Real   norm = static_cast<Real>(p.norm);
   const Real   invNorm = static_cast<Real>(p.invNorm);
   const Real   noise = static_cast<Real>(p.noise);
-  const double negScale = p.negScale;
   const Real   bias = static_cast<Real>(p.bias); // Rician: 2 sigma^2
 
   Real ws[R][TZ];
@@ -320,24 +311,14 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       if (pl >= EXT)
       {
         const int q = pl - EXT;
-        // The plane's weights; the rare exact path, where one of them needs it, for all of them.
+        // The plane's weights.
         WeightStore wP[R];
         WeightStore wM[R];
-        int         doubt = 0;
 #pragma unroll
         for (int r = 0; r < R; ++r)
         {
-          wP[r] = ScaledWeightDoubt(rawP[r], invNorm, negScale, half, doubt);
-          wM[r] = ScaledWeightDoubt(rawM[r], invNorm, negScale, half, doubt);
-        }
-        if (doubt < 0)
-        {
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-          {
-            wP[r] = ScaledWeightOutOfLine(rawP[r], norm, invNorm, negScale, half);
-            wM[r] = ScaledWeightOutOfLine(rawM[r], norm, invNorm, negScale, half);
-          }
+          wP[r] = ScaledWeight(rawP[r], norm, invNorm, half);
+          wM[r] = ScaledWeight(rawM[r], norm, invNorm, half);
         }
 #pragma unroll
         for (int r = 0; r < R; ++r)

@@ -53,8 +53,6 @@
 //   NLM_RICIAN     1: Rician noise model (terms add w * Y^2; the output is bias-corrected)
 //   NLM_NOISE_MAP  1: a padded sigma^2 per cell (FastKernelParameters::noiseMap) gives the noise
 //                  term of every pair of grid points (tiled kernel only)
-//   NLM_TEST_EXACT_WEIGHTS (tests only, through CUDANONLOCALMEANS_NVRTC_OPTIONS) every float64
-//                  weight of the column kernel through its rare exact path
 //
 // The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (2D and 3D, patch size 3
 // or more) in itkNonLocalMeansColumnKernel.cu, the shared-rows kernel (3D, patch size 3 to 21) in
@@ -145,37 +143,16 @@ Weight(Real raw, Real norm, Real invNorm, bool half)
 #endif
 }
 
-/** A weight in its stored form in the kernels that evaluate both weights of a pair per voxel
- * (column, shared rows): in float64 the scaled form (contract 3a), which needs p.negScale finite. */
+/** A weight in its stored form in the column, shared-rows and buffered-weights kernels: in float64
+ * Markstein's corrected quotient (contract 3a), which needs itk::nlm::CorrectedQuotientFits(norm)
+ * (the planner chooses these kernels only then). */
 __device__ __forceinline__ WeightStore
-ScaledWeight(Real raw, Real norm, Real invNorm, double negScale, bool half)
+ScaledWeight(Real raw, Real norm, Real invNorm, bool half)
 {
 #if NLM_REAL_IS_FLOAT
-  (void)negScale;
   return Weight(raw, norm, invNorm, half);
 #else
-  (void)invNorm;
-  return itk::nlm::FastModeWeightHighWordScaled(raw, norm, negScale, half);
-#endif
-}
-
-/** ScaledWeight without its rare exact path, so that a kernel decides once for several weights
- * whether one needs it: the weight where `doubt`'s sign bit stays clear; where it is set (float64
- * only: FastModeWeightHighWordScaledDoubt), the weight is ScaledWeight's. NLM_TEST_EXACT_WEIGHTS
- * (tests) sets it for every weight. */
-__device__ __forceinline__ WeightStore
-ScaledWeightDoubt(Real raw, Real invNorm, double negScale, bool half, int & doubt)
-{
-#if NLM_REAL_IS_FLOAT
-  (void)negScale;
-  return Weight(raw, 0.0f, invNorm, half);
-#else
-  (void)invNorm;
-  const WeightStore w = itk::nlm::FastModeWeightHighWordScaledDoubt(raw, negScale, half, doubt);
-#  if defined(NLM_TEST_EXACT_WEIGHTS)
-  doubt = -1; // every weight through the rare path
-#  endif
-  return w;
+  return itk::nlm::FastModeWeightHighWordCorrected(raw, norm, invNorm, half);
 #endif
 }
 

@@ -37,7 +37,6 @@ struct FastKernelParameters
   double    norm;       // the distance normalization (doc/numerical-contract.md 2.1)
   double    invNorm;    // the double nearest 1 / norm
   double    noise;      // K * (2 * sigma^2)
-  double    negScale;   // WeightScale(norm), for FastModeWeightHighWordScaled
   // The opt-in extensions (doc/numerical-contract.md section 6).
   double             bias;        // Rician: 2 * sigma^2 (without a noise map)
   unsigned long long noiseMap;    // device address of the padded sigma^2 (Y's cells, one value each), or 0

@@ -56,12 +56,13 @@ constexpr int LargestColumnPatch2DFromDistance = 2;
 // The 3D column kernel at patch 3 (one channel, float64 arithmetic) takes 3 rows per thread instead
 // of 2 at this distance, where the shape keeps its blocks and its footprint in shared memory and
 // each device has at least ColumnThreeRowsFromWaves waves of its tiles (ColumnThreeRowsPay). NVIDIA
-// H100 SXM, 2026-12-06: 1.028x to 1.035x faster at 384^3 to 500^3 (100 to 225 waves), 1.013x at ITK
-// size 300 x 200 x 600 (64 waves), level at 200^3 and 256^3 (15 and 32), from 0.73x (64^3, under one
-// wave) to 1.04x (96^3) below; at distance 1 0.90x and at 2 level at 500^3; at 4 slower in shared
-// or global memory (BENCHMARKS.md "3 rows per thread at 3D patch 3 and distance 3").
+// H100 SXM, 2026-12-07, with the corrected-quotient weights: 1.02x to 1.08x faster from 96^3 (1.9
+// waves) to 500^3 (225 waves), 256^3 and 192^3 included; at distances 1 and 2 1.01x to 1.02x, at 5
+// 0.86x (BENCHMARKS.md "The corrected quotient"). With the former scaled weights it paid only from
+// about 64 waves, and under one wave (64^3) it was 0.73x (BENCHMARKS.md "3 rows per thread at 3D
+// patch 3 and distance 3").
 constexpr int ColumnThreeRowsDistance = 3;
-constexpr int ColumnThreeRowsFromWaves = 64;
+constexpr int ColumnThreeRowsFromWaves = 1;
 // The shared-rows kernel's smallest patch by default, its smallest distance at patches up to
 // MostSmallSharedRowsPatch (those whose march the kernel unrolls: MARCH_UNROLL), and its smallest
 // distance beyond (SharedRowsKernelPreferred): one channel, in float64 or single precision.
@@ -181,13 +182,13 @@ ClassicConfiguration(KernelConfig base)
 }
 
 /** Whether the column kernel can serve a problem: 2D or 3D, not switched off, no tiled shape
- * forced, no noise map, isotropic, and weights that can use the scaled form (-kExpA / norm a finite
- * double: h above about 1e-151). */
+ * forced, no noise map, isotropic, and weights that the corrected quotient computes
+ * (CorrectedWeightsServe). */
 bool
 ColumnKernelUsable(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
   return (p.Dimension == 2 || p.Dimension == 3) && o.TileShape.empty() && !o.ColumnKernelOff && !base.NoiseMap &&
-         !base.IsAnisotropic() && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+         !base.IsAnisotropic() && CorrectedWeightsServe(p);
 }
 
 /** Whether the column kernel applies (where ColumnKernelUsable). 3D: patch 3, or patch 5 from
@@ -311,16 +312,15 @@ ChooseColumnShape(const Problem &      p,
   // {rows, planes, warps, blocks per SM}. 3D: float64 arithmetic, float arithmetic, several
   // components, then smaller footprints; at patch 3 with one channel in float64 arithmetic 4 planes
   // of 4 warps, 3 blocks per SM, 2 rows (NVIDIA H100, 256^3 and 500^3: 1.04x to 1.15x faster than
-  // 2 planes of 8 warps at distances 1 to 3 and 11, level at 5 and 7, since the rare exact weights
-  // went out of line and no longer spill; BENCHMARKS.md "The column kernel's rows in chunks"), 3
-  // rows where ColumnThreeRowsPay. In 2D a thread marches through its rows (one plane): 4 rows and 4
-  // blocks per SM at patch 3, 16 rows at patches 5 and 7 (at patch 7 1.15x faster than 8 rows at
-  // distance 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64 machine, sm_80/90), and from patch
-  // 9 on with one channel 16 rows in 2 chunks (ColumnRowChunks: their 16 rows unrolled take over 1 s
-  // to compile) and 4 warps, 3 blocks per SM, whose 170 registers hold the chunk not marched without
-  // spilling (1.16x to 1.20x faster than 8 rows at patch 9, 1.17x than 16 rows in chunks with 8
-  // warps, 2 blocks, at patch 11 / distance 11); 8 rows otherwise (BENCHMARKS.md "The column kernel
-  // in 2D", "16 rows at patch 7 in 2D again" and "The column kernel's rows in chunks").
+  // 2 planes of 8 warps at distances 1 to 3 and 11, level at 5 and 7, measured when the former
+  // scaled weights' rare division went out of line and no longer spilled; BENCHMARKS.md "The column
+  // kernel's rows in chunks"), 3 rows where ColumnThreeRowsPay. In 2D a thread marches through its rows (one plane): 4
+  // rows and 4 blocks per SM at patch 3, 16 rows at patches 5 and 7 (at patch 7 1.15x faster than 8 rows at distance
+  // 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64 machine, sm_80/90), and from patch 9 on with one channel 16
+  // rows in 2 chunks (ColumnRowChunks: their 16 rows unrolled take over 1 s to compile) and 4 warps, 3 blocks per SM,
+  // whose 170 registers hold the chunk not marched without spilling (1.16x to 1.20x faster than 8 rows at patch
+  // 9, 1.17x than 16 rows in chunks with 8 warps, 2 blocks, at patch 11 / distance 11); 8 rows otherwise (BENCHMARKS.md
+  // "The column kernel in 2D", "16 rows at patch 7 in 2D again" and "The column kernel's rows in chunks").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
   if (base.Dimension == 2)
   {
@@ -380,13 +380,13 @@ ChooseColumnShape(const Problem &      p,
 /** Whether the 3D shared-rows kernel can serve a problem: 3D, patch size 3 to MostSharedRowsPatch
  * (the range its compile-time and GPU tests cover; a row's window must fit a warp), the same patch
  * and distance on every axis, no noise map, not switched off, no other kernel's shape forced, and
- * weights that can use the scaled form (as the column kernel). */
+ * weights that the corrected quotient computes (as the column kernel). */
 bool
 SharedRowsKernelServes(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
   return p.Dimension == 3 && base.PatchSize >= 3 && base.PatchSize <= MostSharedRowsPatch && o.TileShape.empty() &&
          o.ColumnShape.empty() && !o.SharedRowsKernelOff && !base.NoiseMap && !base.IsAnisotropic() &&
-         std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+         CorrectedWeightsServe(p);
 }
 
 /** Whether the planner prefers the shared-rows kernel where no shape is forced (ChooseConfiguration
@@ -484,7 +484,7 @@ SharedRowsConfiguration(KernelConfig base, const Overrides & o)
 
 /** Whether the 3D buffered-weights kernel can serve a problem: as the shared-rows kernel (3D, patch
  * size 3 to MostSharedRowsPatch, the same patch and distance on every axis, no noise map, weights
- * that can use the scaled form), without a mask (it computes every weight), not switched off, no
+ * that the corrected quotient computes), without a mask (it computes every weight), not switched off, no
  * other kernel's shape forced, and an output whose axis 1 fits the gather's grid (PlanSlabs cuts
  * axis 2 into slabs that fit). */
 bool
@@ -493,7 +493,7 @@ BufferedWeightsServe(const Problem & p, const KernelConfig & base, const Overrid
   return p.Dimension == 3 && p.OutputSize[1] <= MostGridBlocksYZ * BufferedGatherBlock[1] && base.PatchSize >= 3 &&
          base.PatchSize <= MostSharedRowsPatch && o.TileShape.empty() && o.ColumnShape.empty() &&
          o.SharedRowsShape.empty() && !o.BufferedWeightsOff && !base.NoiseMap && !base.IsAnisotropic() &&
-         p.Mask == nullptr && std::isfinite(WeightScale(NonLocalMeansBackend::Normalization(p)));
+         p.Mask == nullptr && CorrectedWeightsServe(p);
 }
 
 /** Whether the planner prefers the buffered-weights kernel where it can serve: one channel in
@@ -919,7 +919,6 @@ SetFastParameters(const Problem & p, const LaunchPlan & plan, SlabPlan & s, cons
   s.Fast.norm = norm;
   s.Fast.invNorm = 1.0 / norm;
   s.Fast.noise = static_cast<double>(p.Components) * (2.0 * (p.Sigma * p.Sigma));
-  s.Fast.negScale = WeightScale(norm);
   s.Fast.bias = 2.0 * (p.Sigma * p.Sigma);
   s.Fast.noiseMap = 0;      // set by the slab pipeline
   s.Fast.activeTiles = 0;   // set by the slab pipeline
@@ -1009,6 +1008,20 @@ std::size_t
 ElementBytes(NonLocalMeansBackend::ElementType type)
 {
   return type == NonLocalMeansBackend::ElementType::Float32 ? sizeof(float) : sizeof(double);
+}
+
+bool
+CorrectedWeightsServe(const Problem & problem)
+{
+  // A patch distance is at least -noise times its terms (every term is a square minus the noise
+  // term), so where that product is finite no raw is -infinity, which M(raw, 0) would take to
+  // distance 0 and the corrected quotient to NaN.
+  double lowest = 2.0 * static_cast<double>(problem.Components) * (2.0 * (problem.Sigma * problem.Sigma));
+  for (unsigned int a = 0; a < problem.Dimension; ++a)
+  {
+    lowest = lowest * static_cast<double>(NonLocalMeansBackend::PatchSizeAlong(problem, a));
+  }
+  return CorrectedQuotientFits(NonLocalMeansBackend::Normalization(problem)) && std::isfinite(lowest);
 }
 
 /** The warp instructions of the kernel's passes over every shift's boxes, divided by the issue rate

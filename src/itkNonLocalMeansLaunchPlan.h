@@ -102,6 +102,13 @@ struct SlabPlan
 std::size_t
 ElementBytes(NonLocalMeansBackend::ElementType type);
 
+/** Whether the problem's float64 weights can be computed by the corrected quotient
+ * (FastModeWeightHighWordCorrected), as the column, shared-rows and buffered-weights kernels compute
+ * them: CorrectedQuotientFits of its norm (h between about 1e-150 and 1e150) and no patch distance
+ * of -infinity (sigma below about 1e153). The tiled kernel serves the others. */
+bool
+CorrectedWeightsServe(const NonLocalMeansBackend::Problem & problem);
+
 /** Estimated time per output voxel of a tiled configuration (arbitrary units; infinite when it
  * cannot run well: too few resident blocks or too many registers). */
 double

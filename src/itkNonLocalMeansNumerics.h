@@ -165,83 +165,58 @@ FastModeWeightHighWordNoDivision(double raw, double norm, double invNorm, bool h
   return static_cast<unsigned int>(i) + static_cast<unsigned int>(kExpBC) - halve;
 }
 
-#if defined(__CUDA_ARCH__)
-/** FastModeWeightHighWord out of line: the rare exact path of FastModeWeightHighWordScaled, kept
- * out of the kernels' loops so that their code stays small. */
-__device__ __noinline__ unsigned int
-FastModeWeightHighWordOutOfLine(double raw, double norm, bool half)
+/** Whether FastModeWeightHighWordCorrected(raw, norm, 1.0 / norm, half) is FastModeWeightHighWord(raw,
+ * norm, half) for every raw: norm within [2^-500, 2^500], so that 1 / norm is normal and every raw
+ * whose quotient reaches 1 / kExpA is at least 2^-521 (CorrectedQuotient exact). A norm outside it
+ * takes h beyond about 1e-150 or 1e150; the kernels that use the corrected quotient are then not
+ * chosen. */
+ITK_NLM_HOST_DEVICE bool
+CorrectedQuotientFits(double norm)
 {
-  return FastModeWeightHighWord(raw, norm, half);
-}
-#endif
-
-/** The ceiling of x as an int, saturated to the int range (the GPU's conversion). */
-ITK_NLM_HOST_DEVICE int
-CeilingToInt(double x)
-{
-#if defined(__CUDA_ARCH__)
-  return __double2int_ru(x);
-#else
-  const double c = std::ceil(x);
-  return (c < 2147483647.0) ? ((c > -2147483648.0) ? static_cast<int>(c) : (-2147483647 - 1)) : 2147483647;
-#endif
+  return norm >= 0x1p-500 && norm <= 0x1p500;
 }
 
-/** The high word of FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw that
- * is not NaN (patch distances never are: the terms are squares minus a finite noise term), with one
- * multiplication: `negScale` is WeightScale(norm), the double nearest -kExpA / norm. For raw > 0,
- * p = raw * negScale is within 3 * 2^-53 (relative) of the exact -kExpA * raw / norm, and so is the
- * product the division path truncates; above -2^23 that is less than 2^-27. So when no integer
- * lies within 2^-20 of p (the ceilings of p - 2^-20 and p + 2^-20 agree), both truncate to the
- * same integer (toward zero: the ceiling), and p below -7563880 (the cutoff is at -5 * kExpA =
- * -7563876.98) is beyond the cutoff on both. When the integer near p is 0 or positive the result
- * is 0 either way (p in (-1, 0] truncates to 0; raw <= 0 gives p >= 0, whose ceiling is clamped to
- * 0, the weight of distance 0). The division path is taken for the rest: p within 2^-20 of a
- * negative integer, or in [-7563880, -7563876] around the cutoff. (The constants are doubles whose
- * low 32 bits are zero, which the GPU takes as immediate operands.) This function gives the weight
- * where that path is not needed and sets the sign bit of `doubt` (ORs a negative word into it)
- * where it is (its result is then not the weight), so that a kernel can OR the doubts of several
- * weights with integer operations and decide once whether to take the rare path. */
-ITK_NLM_HOST_DEVICE unsigned int
-FastModeWeightHighWordScaledDoubt(double raw, double negScale, bool half, int & doubt)
-{
-  const double p = raw * negScale;
-  const int    below = CeilingToInt(p - 0x1p-20);
-  const int    above = CeilingToInt(p + 0x1p-20);
-  const bool   cut = p < -7563880.0;
-  const int    clamped = below < 0 ? below : 0;
-  // below - above is 0, or -1 where an integer lies within 2^-20 of p: ANDed with the clamped
-  // ceiling, negative only for a negative one. clamped + 7563875 is negative where p is next to the
-  // cutoff (below <= -7563876). Neither overflows: the conversions saturate, and clamped <= 0.
-  const int near = ((below - above) & clamped) | (clamped + 7563875);
-  doubt |= cut ? 0 : near;
-  const unsigned int add = static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
-  return cut ? 0u : static_cast<unsigned int>(clamped) + add;
-}
-
-/** The same high word as FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw that
- * is not NaN: FastModeWeightHighWordScaledDoubt, and the division where that needs it. */
-ITK_NLM_HOST_DEVICE unsigned int
-FastModeWeightHighWordScaled(double raw, double norm, double negScale, bool half)
-{
-  int                doubt = 0;
-  const unsigned int w = FastModeWeightHighWordScaledDoubt(raw, negScale, half, doubt);
-  if (doubt < 0)
-  {
-#if defined(__CUDA_ARCH__)
-    return FastModeWeightHighWordOutOfLine(raw, norm, half); // too close to call
-#else
-    return FastModeWeightHighWord(raw, norm, half); // too close to call
-#endif
-  }
-  return w;
-}
-
-/** The constant FastModeWeightHighWordScaled expects for `norm`. */
+/** The IEEE quotient raw / norm without a division, where |raw| is at least 2^-960, the quotient is
+ * finite and `invNorm` is 1.0 / norm (IEEE), a normal number: Markstein's corrected quotient. q = raw * invNorm is
+ * within about one ulp of raw / norm, the residual raw - q * norm is exact (an FMA), and q + residual * invNorm rounded
+ * once (an FMA) is the correctly rounded quotient because invNorm is within half an ulp of 1 / norm (CUDA's own double
+ * division ends with the same two FMAs, after a reciprocal no closer than this one). Elsewhere (raw so small that the
+ * residual leaves the normal range) it may be off by an ulp or two. An infinite raw or quotient gives NaN. */
 ITK_NLM_HOST_DEVICE double
-WeightScale(double norm)
+CorrectedQuotient(double raw, double norm, double invNorm)
 {
-  return -(kExpA * (1.0 / norm));
+  const double q = raw * invNorm;
+#if defined(__CUDA_ARCH__)
+  return fma(fma(-q, norm, raw), invNorm, q);
+#else
+  return std::fma(std::fma(-q, norm, raw), invNorm, q);
+#endif
+}
+
+/** FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw where
+ * CorrectedQuotientFits(norm) and `invNorm` is 1.0 / norm (IEEE), without a division: the distance
+ * is CorrectedQuotient, exact wherever it can reach the truncation's first step (a quotient of
+ * 1 / kExpA needs raw >= 2^-521); below that the weight is the one of distance 0 either way. Where
+ * -infinity < raw <= 0 the quotient is <= 0 and its product with -kExpA >= 0, clamped to 0: the
+ * weight of distance 0, as M(raw, 0) gives (raw is never -infinity where the planner uses this form:
+ * CorrectedWeightsServe). A NaN quotient (raw +infinity, or the quotient overflowing) is beyond the
+ * cutoff, as the division's infinity is. */
+ITK_NLM_HOST_DEVICE unsigned int
+FastModeWeightHighWordCorrected(double raw, double norm, double invNorm, bool half)
+{
+  const double       dist = CorrectedQuotient(raw, norm, invNorm);
+  const unsigned int add = static_cast<unsigned int>(kExpBC) - (half ? (1u << 20) : 0u);
+#if defined(__CUDA_ARCH__)
+  const int i = min(__double2int_rz(kExpA * -dist), 0);
+  return (dist <= kDistanceCutoff) ? static_cast<unsigned int>(i) + add : 0u;
+#else
+  if (!(dist <= kDistanceCutoff))
+  {
+    return 0u;
+  }
+  const double product = kExpA * -dist;
+  return static_cast<unsigned int>((product < 0.0) ? static_cast<int>(product) : 0) + add;
+#endif
 }
 
 /** First shift along an axis in scikit-image's order (doc/numerical-contract.md 2.2): shifts run

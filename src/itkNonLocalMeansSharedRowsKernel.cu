@@ -95,7 +95,6 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
   const Real   norm = static_cast<Real>(p.norm);
   const Real   invNorm = static_cast<Real>(p.invNorm);
   const Real   noise = static_cast<Real>(p.noise);
-  const double negScale = p.negScale;
   const Real   bias = static_cast<Real>(p.bias); // Rician: 2 sigma^2
 
   Real ws[TZ];
@@ -183,8 +182,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       rawP = rawP + ringP[j];
       rawM = rawM + ringM[j];
     }
-    const Real   wc = Unpack(ScaledWeight(rawP, norm, invNorm, negScale, half));
-    const Real   wt = Unpack(ScaledWeight(rawM, norm, invNorm, negScale, half));
+    const Real   wc = Unpack(ScaledWeight(rawP, norm, invNorm, half));
+    const Real   wt = Unpack(ScaledWeight(rawM, norm, invNorm, half));
     const Real   w1 = targetFirst ? wt : wc;
     const Real   w2 = targetFirst ? wc : wt;
     const Real * x = own + centre + q * fxy * K;

@@ -434,6 +434,38 @@ TEST(NonLocalMeansLaunchPlan, ColumnKernelServes2DAnd3DSmallPatchesUnlessSwitche
     << "the column kernel takes patches up to 11";
 }
 
+TEST(NonLocalMeansLaunchPlan, TheTiledKernelServesWhereTheCorrectedQuotientDoesNot)
+{
+  // The column, shared-rows and buffered-weights kernels compute their float64 weights by the
+  // corrected quotient, exact for norms in [2^-500, 2^500] (CorrectedQuotientFits); an h far
+  // outside scikit-image's use (norm = K h^2 s^n below 2^-500) takes the tiled kernel, whose weights
+  // are exact for every norm.
+  const DeviceLimits h200 = RealDevices().back().Limits;
+  for (const auto & shape : { std::pair<int, int>{ 3, 3 }, { 7, 5 }, { 11, 3 } })
+  {
+    Problem p = MakeProblem(3, { 64, 48, 40 }, shape.first, shape.second);
+    EXPECT_TRUE(itk::nlm::CorrectedWeightsServe(p));
+    const KernelConfig usual = itk::nlm::ChooseConfiguration(p, h200, Overrides{});
+    EXPECT_TRUE(usual.Rows > 0 || usual.SharedRows || usual.WeightBatch > 0) << "patch " << shape.first;
+    for (const double h : { 1e-80, 1e80 })
+    {
+      p.H = h;
+      EXPECT_FALSE(itk::nlm::CorrectedWeightsServe(p)) << "h " << h;
+      const KernelConfig c = itk::nlm::ChooseConfiguration(p, h200, Overrides{});
+      EXPECT_TRUE(c.Rows == 0 && !c.SharedRows && c.WeightBatch == 0) << "patch " << shape.first << ", h " << h;
+    }
+    p.H = 1e-70; // norm about 2^-460
+    EXPECT_TRUE(itk::nlm::CorrectedWeightsServe(p));
+  }
+  // A sigma whose noise term summed over a patch nearly overflows: no patch distance may reach
+  // -infinity, where M(raw, 0) and the corrected quotient would part.
+  Problem p = MakeProblem(3, { 64, 48, 40 }, 3, 3);
+  p.Sigma = 1.5e153; // 2 sigma^2 * 27 = 1.2e308: a valid sigma (the backend checks that), but no margin
+  EXPECT_FALSE(itk::nlm::CorrectedWeightsServe(p));
+  p.Sigma = 1e150;
+  EXPECT_TRUE(itk::nlm::CorrectedWeightsServe(p));
+}
+
 TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryWouldCostBlocks)
 {
   // Patch 3: the footprint in shared memory at distance 3 (three blocks of 4 warps and 4 planes fit
@@ -470,9 +502,9 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
   EXPECT_EQ(p3.Tile[2], 4);
   EXPECT_EQ(p3.Threads(), 128);
   EXPECT_EQ(p3.MinBlocks, 3);
-  // 3 rows at distance 3 where the output has at least 64 waves of their tiles (31 x 12 x 4 voxels)
-  // on each device's resident blocks (132 SMs x 3 on an H200): 500^3 has 225 waves, 300 x 200 x 600
-  // 64, 300 x 200 x 590 63, 256^3 32.
+  // 3 rows at distance 3 where the output has at least one wave of their tiles (31 x 12 x 4 voxels)
+  // on each device's resident blocks (132 SMs x 3 on an H200): 500^3 has 225 waves, 256^3 32, 96^3
+  // 1.9, 64^3 0.7 (288 tiles for 396 blocks).
   const auto rows = [](std::initializer_list<std::int64_t> size,
                        int                                 distance,
                        const DeviceLimits &                limits,
@@ -484,19 +516,18 @@ TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryW
     return c.Rows;
   };
   EXPECT_EQ(rows({ 500, 500, 500 }, 3, h200), 3);
-  EXPECT_EQ(rows({ 300, 200, 600 }, 3, h200), 3);
-  EXPECT_EQ(rows({ 300, 200, 590 }, 3, h200), 2);
-  EXPECT_EQ(rows({ 256, 256, 256 }, 3, h200), 2);
+  EXPECT_EQ(rows({ 256, 256, 256 }, 3, h200), 3);
+  EXPECT_EQ(rows({ 96, 96, 96 }, 3, h200), 3);
+  EXPECT_EQ(rows({ 64, 64, 64 }, 3, h200), 2);
   for (int distance : { 1, 2, 4 })
   {
     EXPECT_EQ(rows({ 500, 500, 500 }, distance, h200), 2) << "distance " << distance;
   }
-  // The waves are each device's where several share the slabs: 112 at 500^3 on two, 32 at 300 x
-  // 200 x 600.
+  // The waves are each device's where several share the slabs: 0.97 at 96^3 on two.
   DeviceLimits twoH200 = h200;
   twoH200.Devices = 2;
   EXPECT_EQ(rows({ 500, 500, 500 }, 3, twoH200), 3);
-  EXPECT_EQ(rows({ 300, 200, 600 }, 3, twoH200), 2);
+  EXPECT_EQ(rows({ 96, 96, 96 }, 3, twoH200), 2);
   // Not where the 3 rows' footprint (62 KiB) would leave shared memory or cost blocks: an A100's
   // 164 KiB per SM hold 3 blocks of 2 rows (49 KiB), 2 of 3 rows; with the footprint forced into
   // shared memory too.

@@ -17,7 +17,8 @@
  *=========================================================================*/
 
 // The shared arithmetic (src/itkNonLocalMeansNumerics.h): scikit-image's fast exponential, NumPy's
-// reflect map, the shift order, and the division-free weights against the division, bit for bit.
+// reflect map, the shift order, and the division-free weights and quotient against the division, bit
+// for bit.
 
 #include "itkNonLocalMeansNumerics.h"
 #include "itkGTest.h"
@@ -48,38 +49,17 @@ public:
     const bool   half = alpha == 0.5;
     const double exact = DoubleFromHighWord(FastModeWeightHighWord(raw, norm, half));
     const double fast = DoubleFromHighWord(FastModeWeightHighWordNoDivision(raw, norm, 1.0 / norm, half));
-    const double scaled = DoubleFromHighWord(FastModeWeightHighWordScaled(raw, norm, WeightScale(norm), half));
+    // The corrected form's domain leaves out raw = -infinity (the planner's CorrectedWeightsServe).
+    const double corrected = (raw == -std::numeric_limits<double>::infinity())
+                               ? expected
+                               : DoubleFromHighWord(FastModeWeightHighWordCorrected(raw, norm, 1.0 / norm, half));
     ++m_Compared;
-    CompareDoubt(raw, WeightScale(norm), half);
-    if (!SameBits(expected, exact) || !SameBits(expected, fast) || !SameBits(expected, scaled))
+    if (!SameBits(expected, exact) || !SameBits(expected, fast) || !SameBits(expected, corrected))
     {
       ++m_Differing;
       ADD_FAILURE() << "raw " << raw << " norm " << norm << ": " << expected << " vs " << exact << ", " << fast
-                    << " and " << scaled;
+                    << " and " << corrected;
     }
-  }
-
-  /** The doubt word's sign against the rule it encodes with integer operations: the exact path
-   * where p is not beyond the cutoff and an integer lies within 2^-20 of a negative p, or p is next
-   * to the cutoff. A doubt already set stays set. */
-  void
-  CompareDoubt(double raw, double negScale, bool half)
-  {
-    const double p = raw * negScale;
-    const int    below = CeilingToInt(p - 0x1p-20);
-    const int    above = CeilingToInt(p + 0x1p-20);
-    const bool   expected = !(p < -7563880.0) && ((below != above && below < 0) || below <= -7563876);
-    int          doubt = 0;
-    FastModeWeightHighWordScaledDoubt(raw, negScale, half, doubt);
-    int kept = -1;
-    FastModeWeightHighWordScaledDoubt(raw, negScale, half, kept);
-    if ((doubt < 0) != expected || kept >= 0)
-    {
-      ++m_Differing;
-      ADD_FAILURE() << "raw " << raw << " scale " << negScale << ": doubt " << doubt << " (kept " << kept
-                    << "), expected " << (expected ? "the exact path" : "none");
-    }
-    m_Doubts += expected ? 1 : 0;
   }
 
   /** Every raw from `ulps` steps below `centre` to `ulps` steps above it. */
@@ -100,8 +80,17 @@ public:
 
   long m_Compared{ 0 };
   long m_Differing{ 0 };
-  long m_Doubts{ 0 };
 };
+
+/** A double with the given 52-bit mantissa field and unbiased exponent. */
+double
+WithMantissa(unsigned long long mantissa, int exponent)
+{
+  const unsigned long long bits = 0x3ff0000000000000ull | (mantissa & 0xfffffffffffffull);
+  double                   value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return std::ldexp(value, exponent);
+}
 } // namespace
 
 TEST(NonLocalMeansNumerics, FastExpEqualsScikitImageDocumentedValues)
@@ -171,16 +160,15 @@ TEST(NonLocalMeansNumerics, DivisionFreeWeightsEqualDivisionBitForBitOnRandomInp
     weights.Compare(raw, norm, (n % 2) ? 1.0 : 0.5);
   }
   EXPECT_EQ(weights.m_Differing, 0) << "of " << weights.m_Compared;
-  EXPECT_LT(weights.m_Doubts, weights.m_Compared / 10000) << "the rare exact path is not rare";
 }
 
-TEST(NonLocalMeansNumerics, ScaledWeightEqualsDivisionBitForBitOnAdversarialInputs)
+TEST(NonLocalMeansNumerics, CorrectedWeightEqualsDivisionBitForBitOnAdversarialInputs)
 {
   std::mt19937_64                        engine(20261201);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   WeightComparison                       weights;
   // Distances where kExpA * dist is (nearly) an integer, and the edges of the band around the
-  // integer where the scaled weight takes the division.
+  // integer where the division-free weight takes the division.
   for (int n = 0; n < 200000; ++n)
   {
     const double norm = std::pow(10.0, -4.0 + 8.0 * unit(engine));
@@ -196,11 +184,71 @@ TEST(NonLocalMeansNumerics, ScaledWeightEqualsDivisionBitForBitOnAdversarialInpu
   {
     weights.Around(5.0 * norm, norm, 0.5, 40);
   }
+  // Norms at the ends of CorrectedQuotientFits and with extreme mantissas (all ones, all zeros).
+  for (double norm : { 0x1p-500, 0x1p500, WithMantissa(~0ull, -3), WithMantissa(1, 7), WithMantissa(~0ull, 400) })
+  {
+    weights.Around(5.0 * norm, norm, 1.0, 8);
+    weights.Around((1.0 / kExpA) * norm, norm, 1.0, 8);
+    weights.Around((1234567.0 / kExpA) * norm, norm, 0.5, 8);
+  }
   EXPECT_EQ(weights.m_Differing, 0) << "of " << weights.m_Compared;
-  EXPECT_GT(weights.m_Doubts, 0) << "no input took the exact path";
 }
 
-TEST(NonLocalMeansNumerics, ScaledWeightEqualsDivisionBitForBitOnSpecialValues)
+TEST(NonLocalMeansNumerics, CorrectedQuotientEqualsDivisionBitForBit)
+{
+  // Random mantissas over CorrectedQuotientFits' norms and the raws whose quotients the weights
+  // use, divisors whose mantissa is nearly all ones or nearly zero (where 1 / norm is least and most
+  // accurate), and dividends a few ulps from multiples of the divisor (quotients next to floats and
+  // to the midpoints between them).
+  std::mt19937_64 engine(20261207);
+  long            differing = 0;
+  long            compared = 0;
+  for (int kind = 0; kind < 4; ++kind)
+  {
+    for (int n = 0; n < 500000; ++n)
+    {
+      unsigned long long normMantissa = engine();
+      if (kind == 1)
+      {
+        normMantissa = ~(engine() % 4096);
+      }
+      else if (kind == 2)
+      {
+        normMantissa = engine() % 4096;
+      }
+      const double norm = WithMantissa(normMantissa, static_cast<int>(engine() % 1001) - 500);
+      double       raw = norm * WithMantissa(engine(), static_cast<int>(engine() % 60) - 50);
+      if (kind == 3)
+      {
+        raw = std::nextafter(norm * std::floor(WithMantissa(engine(), 20)), 0.0);
+        for (int step = static_cast<int>(engine() % 5); step > 0; --step)
+        {
+          raw = std::nextafter(raw, 1e300);
+        }
+      }
+      ++compared;
+      const double expected = raw / norm;
+      const double corrected = CorrectedQuotient(raw, norm, 1.0 / norm);
+      if (!SameBits(expected, corrected) && ++differing < 10)
+      {
+        ADD_FAILURE() << std::hexfloat << raw << " / " << norm << ": " << expected << ", corrected " << corrected;
+      }
+    }
+  }
+  EXPECT_EQ(differing, 0) << "of " << compared;
+}
+
+TEST(NonLocalMeansNumerics, CorrectedQuotientFitsNormsFromTwoToTheMinus500To500)
+{
+  EXPECT_TRUE(CorrectedQuotientFits(0x1p-500));
+  EXPECT_TRUE(CorrectedQuotientFits(1.0));
+  EXPECT_TRUE(CorrectedQuotientFits(0x1p500));
+  EXPECT_FALSE(CorrectedQuotientFits(std::nextafter(0x1p-500, 0.0)));
+  EXPECT_FALSE(CorrectedQuotientFits(std::nextafter(0x1p500, 1e308)));
+  EXPECT_FALSE(CorrectedQuotientFits(std::numeric_limits<double>::quiet_NaN()));
+}
+
+TEST(NonLocalMeansNumerics, DivisionFreeWeightsEqualDivisionBitForBitOnSpecialValues)
 {
   WeightComparison weights;
   const double     inf = std::numeric_limits<double>::infinity();

@@ -541,16 +541,16 @@ __shfl_xor_sync(unsigned mask, T v, int laneMask)
   return ::nlm_emu::FromBits<T>(::nlm_emu::Shuffle(::nlm_emu::ToBits(v), lane, source));
 }
 
-/** Ceiling of a double, saturated to the int range; NaN gives 0 (cvt.rpi.s32.f64). */
+/** Truncation of a double, saturated to the int range; NaN gives 0 (cvt.rzi.s32.f64). */
 inline int
-__double2int_ru(double x)
+__double2int_rz(double x)
 {
   if (std::isnan(x))
   {
     return 0;
   }
-  const double c = std::ceil(x);
-  return (c >= 2147483647.0) ? 2147483647 : ((c <= -2147483648.0) ? (-2147483647 - 1) : static_cast<int>(c));
+  const double t = std::trunc(x);
+  return (t >= 2147483647.0) ? 2147483647 : ((t <= -2147483648.0) ? (-2147483647 - 1) : static_cast<int>(t));
 }
 
 /** Truncation of a float, saturated to the int range; NaN gives 0 (cvt.rzi.s32.f32). */
@@ -616,6 +616,7 @@ max(A a, B b)
   return (static_cast<C>(a) < static_cast<C>(b)) ? static_cast<C>(b) : static_cast<C>(a);
 }
 
+using std::fma;
 using std::sqrt;
 
 #endif
