@@ -494,7 +494,7 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       for (int u = 0; u < STEP2_UNITS; ++u)
       {
         const WeightStore w =
-          ScaledWeight(SumAlongAxis2(ring[u]), norm, invNorm, (Step2Shift(warp, u) == 0) ? (t0 == 0) : false);
+          CorrectedWeight(SumAlongAxis2(ring[u]), norm, invNorm, (Step2Shift(warp, u) == 0) ? (t0 == 0) : false);
         if (store[u] && inPlane)
         {
           weights[(u == 0) ? 0 : unit1] = w;

@@ -317,8 +317,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
 #pragma unroll
         for (int r = 0; r < R; ++r)
         {
-          wP[r] = ScaledWeight(rawP[r], norm, invNorm, half);
-          wM[r] = ScaledWeight(rawM[r], norm, invNorm, half);
+          wP[r] = CorrectedWeight(rawP[r], norm, invNorm, half);
+          wM[r] = CorrectedWeight(rawM[r], norm, invNorm, half);
         }
 #pragma unroll
         for (int r = 0; r < R; ++r)

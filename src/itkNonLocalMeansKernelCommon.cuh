@@ -147,7 +147,7 @@ Weight(Real raw, Real norm, Real invNorm, bool half)
  * Markstein's corrected quotient (contract 3a), which needs itk::nlm::CorrectedQuotientFits(norm)
  * (the planner chooses these kernels only then). */
 __device__ __forceinline__ WeightStore
-ScaledWeight(Real raw, Real norm, Real invNorm, bool half)
+CorrectedWeight(Real raw, Real norm, Real invNorm, bool half)
 {
 #if NLM_REAL_IS_FLOAT
   return Weight(raw, norm, invNorm, half);

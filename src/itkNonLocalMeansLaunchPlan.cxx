@@ -57,8 +57,9 @@ constexpr int LargestColumnPatch2DFromDistance = 2;
 // of 2 at this distance, where the shape keeps its blocks and its footprint in shared memory and
 // each device has at least ColumnThreeRowsFromWaves waves of its tiles (ColumnThreeRowsPay). NVIDIA
 // H100 SXM, 2026-12-07, with the corrected-quotient weights: 1.02x to 1.08x faster from 96^3 (1.9
-// waves) to 500^3 (225 waves), 256^3 and 192^3 included; at distances 1 and 2 1.01x to 1.02x, at 5
-// 0.86x (BENCHMARKS.md "The corrected quotient"). With the former scaled weights it paid only from
+// waves) to 500^3 (225 waves), 256^3 and 192^3 included (the threshold of one wave, between 64^3
+// and 96^3, is an extrapolation); at distances 1 and 2 1.01x to 1.02x, at 5 0.86x (BENCHMARKS.md
+// "The corrected quotient"). With the former scaled weights it paid only from
 // about 64 waves, and under one wave (64^3) it was 0.73x (BENCHMARKS.md "3 rows per thread at 3D
 // patch 3 and distance 3").
 constexpr int ColumnThreeRowsDistance = 3;
@@ -314,13 +315,15 @@ ChooseColumnShape(const Problem &      p,
   // of 4 warps, 3 blocks per SM, 2 rows (NVIDIA H100, 256^3 and 500^3: 1.04x to 1.15x faster than
   // 2 planes of 8 warps at distances 1 to 3 and 11, level at 5 and 7, measured when the former
   // scaled weights' rare division went out of line and no longer spilled; BENCHMARKS.md "The column
-  // kernel's rows in chunks"), 3 rows where ColumnThreeRowsPay. In 2D a thread marches through its rows (one plane): 4
-  // rows and 4 blocks per SM at patch 3, 16 rows at patches 5 and 7 (at patch 7 1.15x faster than 8 rows at distance
-  // 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64 machine, sm_80/90), and from patch 9 on with one channel 16
-  // rows in 2 chunks (ColumnRowChunks: their 16 rows unrolled take over 1 s to compile) and 4 warps, 3 blocks per SM,
-  // whose 170 registers hold the chunk not marched without spilling (1.16x to 1.20x faster than 8 rows at patch
-  // 9, 1.17x than 16 rows in chunks with 8 warps, 2 blocks, at patch 11 / distance 11); 8 rows otherwise (BENCHMARKS.md
-  // "The column kernel in 2D", "16 rows at patch 7 in 2D again" and "The column kernel's rows in chunks").
+  // kernel's rows in chunks"), 3 rows where ColumnThreeRowsPay. In 2D a thread marches through its
+  // rows (one plane): 4 rows and 4 blocks per SM at patch 3, 16 rows at patches 5 and 7 (at patch 7
+  // 1.15x faster than 8 rows at distance 11; 0.5 to 0.8 s to compile cold on a 2-core x86-64
+  // machine, sm_80/90), and from patch 9 on with one channel 16 rows in 2 chunks (ColumnRowChunks:
+  // their 16 rows unrolled take over 1 s to compile) and 4 warps, 3 blocks per SM, whose 170
+  // registers hold the chunk not marched without spilling (1.16x to 1.20x faster than 8 rows at
+  // patch 9, 1.17x than 16 rows in chunks with 8 warps, 2 blocks, at patch 11 / distance 11); 8
+  // rows otherwise (BENCHMARKS.md "The column kernel in 2D", "16 rows at patch 7 in 2D again" and
+  // "The column kernel's rows in chunks").
   std::vector<std::vector<int>> shapes = { { 2, 2, 8, 3 }, { 2, 2, 4, 4 }, { 1, 2, 4, 2 } };
   if (base.Dimension == 2)
   {
@@ -484,9 +487,9 @@ SharedRowsConfiguration(KernelConfig base, const Overrides & o)
 
 /** Whether the 3D buffered-weights kernel can serve a problem: as the shared-rows kernel (3D, patch
  * size 3 to MostSharedRowsPatch, the same patch and distance on every axis, no noise map, weights
- * that the corrected quotient computes), without a mask (it computes every weight), not switched off, no
- * other kernel's shape forced, and an output whose axis 1 fits the gather's grid (PlanSlabs cuts
- * axis 2 into slabs that fit). */
+ * that the corrected quotient computes), without a mask (it computes every weight), not switched
+ * off, no other kernel's shape forced, and an output whose axis 1 fits the gather's grid
+ * (PlanSlabs cuts axis 2 into slabs that fit). */
 bool
 BufferedWeightsServe(const Problem & p, const KernelConfig & base, const Overrides & o)
 {
@@ -1014,14 +1017,17 @@ bool
 CorrectedWeightsServe(const Problem & problem)
 {
   // A patch distance is at least -noise times its terms (every term is a square minus the noise
-  // term), so where that product is finite no raw is -infinity, which M(raw, 0) would take to
-  // distance 0 and the corrected quotient to NaN.
-  double lowest = 2.0 * static_cast<double>(problem.Components) * (2.0 * (problem.Sigma * problem.Sigma));
+  // term; the backend's VerifyProblem keeps that product finite). Doubled for the rounding of the
+  // sums and divided by the norm, it bounds -raw / norm: where it is finite, no raw is -infinity and
+  // no negative quotient overflows, which M(raw, 0) would take to distance 0 and the corrected
+  // quotient to NaN.
+  const double norm = NonLocalMeansBackend::Normalization(problem);
+  double       lowest = 2.0 * static_cast<double>(problem.Components) * (2.0 * (problem.Sigma * problem.Sigma));
   for (unsigned int a = 0; a < problem.Dimension; ++a)
   {
     lowest = lowest * static_cast<double>(NonLocalMeansBackend::PatchSizeAlong(problem, a));
   }
-  return CorrectedQuotientFits(NonLocalMeansBackend::Normalization(problem)) && std::isfinite(lowest);
+  return CorrectedQuotientFits(norm) && std::isfinite(lowest / norm);
 }
 
 /** The warp instructions of the kernel's passes over every shift's boxes, divided by the issue rate

@@ -104,8 +104,9 @@ ElementBytes(NonLocalMeansBackend::ElementType type);
 
 /** Whether the problem's float64 weights can be computed by the corrected quotient
  * (FastModeWeightHighWordCorrected), as the column, shared-rows and buffered-weights kernels compute
- * them: CorrectedQuotientFits of its norm (h between about 1e-150 and 1e150) and no patch distance
- * of -infinity (sigma below about 1e153). The tiled kernel serves the others. */
+ * them: CorrectedQuotientFits of its norm (h between about 1e-75 and 1e75) and no patch distance whose
+ * quotient by the norm could reach -infinity (twice the noise term summed over a patch, divided by
+ * the norm, finite). The tiled kernel serves the others. */
 bool
 CorrectedWeightsServe(const NonLocalMeansBackend::Problem & problem);
 

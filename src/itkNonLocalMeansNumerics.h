@@ -165,23 +165,25 @@ FastModeWeightHighWordNoDivision(double raw, double norm, double invNorm, bool h
   return static_cast<unsigned int>(i) + static_cast<unsigned int>(kExpBC) - halve;
 }
 
-/** Whether FastModeWeightHighWordCorrected(raw, norm, 1.0 / norm, half) is FastModeWeightHighWord(raw,
- * norm, half) for every raw: norm within [2^-500, 2^500], so that 1 / norm is normal and every raw
- * whose quotient reaches 1 / kExpA is at least 2^-521 (CorrectedQuotient exact). A norm outside it
- * takes h beyond about 1e-150 or 1e150; the kernels that use the corrected quotient are then not
- * chosen. */
+/** Whether FastModeWeightHighWordCorrected(raw, norm, 1.0 / norm, half) is
+ * FastModeWeightHighWord(raw, norm, half) for every raw the kernels can produce, as far as the norm
+ * is concerned: norm within [2^-500, 2^500], so that 1 / norm is normal and every raw whose quotient
+ * reaches 1 / kExpA is at least 2^-521 (CorrectedQuotient's range). Such a norm takes h between about
+ * 1e-75 and 1e75 (patch 3 in 3D). The planner's CorrectedWeightsServe adds the condition on raw. */
 ITK_NLM_HOST_DEVICE bool
 CorrectedQuotientFits(double norm)
 {
   return norm >= 0x1p-500 && norm <= 0x1p500;
 }
 
-/** The IEEE quotient raw / norm without a division, where |raw| is at least 2^-960, the quotient is
- * finite and `invNorm` is 1.0 / norm (IEEE), a normal number: Markstein's corrected quotient. q = raw * invNorm is
- * within about one ulp of raw / norm, the residual raw - q * norm is exact (an FMA), and q + residual * invNorm rounded
- * once (an FMA) is the correctly rounded quotient because invNorm is within half an ulp of 1 / norm (CUDA's own double
- * division ends with the same two FMAs, after a reciprocal no closer than this one). Elsewhere (raw so small that the
- * residual leaves the normal range) it may be off by an ulp or two. An infinite raw or quotient gives NaN. */
+/** The IEEE quotient raw / norm without a division, for `invNorm` = 1.0 / norm (IEEE) a normal
+ * number, |raw| at least 2^-960 (no underflow in the residual) and a finite quotient: with the
+ * reciprocal rounded to nearest in advance, one multiplication and two FMAs give the correctly
+ * rounded quotient (q = raw * invNorm, r = raw - q * norm, q + r * invNorm, each rounded once;
+ * Brisebarre, Muller and Raina, "Accelerating correctly rounded floating-point division when the
+ * divisor is known in advance", IEEE Trans. Computers 53(8), 2004, after Markstein). CUDA's own
+ * double division ends with the same two FMAs. Below that range of raw the result may be off by an
+ * ulp or two; an infinite raw, or a q that overflows, gives NaN. */
 ITK_NLM_HOST_DEVICE double
 CorrectedQuotient(double raw, double norm, double invNorm)
 {
@@ -193,14 +195,14 @@ CorrectedQuotient(double raw, double norm, double invNorm)
 #endif
 }
 
-/** FastModeWeightHighWord(raw, norm, half), bit for bit, for every raw where
- * CorrectedQuotientFits(norm) and `invNorm` is 1.0 / norm (IEEE), without a division: the distance
- * is CorrectedQuotient, exact wherever it can reach the truncation's first step (a quotient of
- * 1 / kExpA needs raw >= 2^-521); below that the weight is the one of distance 0 either way. Where
- * -infinity < raw <= 0 the quotient is <= 0 and its product with -kExpA >= 0, clamped to 0: the
- * weight of distance 0, as M(raw, 0) gives (raw is never -infinity where the planner uses this form:
- * CorrectedWeightsServe). A NaN quotient (raw +infinity, or the quotient overflowing) is beyond the
- * cutoff, as the division's infinity is. */
+/** FastModeWeightHighWord(raw, norm, half), bit for bit, without a division, where
+ * CorrectedQuotientFits(norm), `invNorm` is 1.0 / norm (IEEE) and -DBL_MAX <= raw / norm (the
+ * planner's CorrectedWeightsServe): the distance is CorrectedQuotient, exact wherever it can reach
+ * the truncation's first step (a quotient of 1 / kExpA needs raw >= 2^-521); below that the weight
+ * is the one of distance 0 either way. Where raw <= 0 the quotient is <= 0 and its product with
+ * -kExpA >= 0, clamped to 0: the weight of distance 0, as M(raw, 0) gives. A NaN quotient (raw
+ * +infinity, or a positive quotient that overflows) is beyond the cutoff, as the division's infinity
+ * is. */
 ITK_NLM_HOST_DEVICE unsigned int
 FastModeWeightHighWordCorrected(double raw, double norm, double invNorm, bool half)
 {

@@ -182,8 +182,8 @@ __launch_bounds__(NT, NLM_MINBLOCKS)
       rawP = rawP + ringP[j];
       rawM = rawM + ringM[j];
     }
-    const Real   wc = Unpack(ScaledWeight(rawP, norm, invNorm, half));
-    const Real   wt = Unpack(ScaledWeight(rawM, norm, invNorm, half));
+    const Real   wc = Unpack(CorrectedWeight(rawP, norm, invNorm, half));
+    const Real   wt = Unpack(CorrectedWeight(rawM, norm, invNorm, half));
     const Real   w1 = targetFirst ? wt : wc;
     const Real   w2 = targetFirst ? wc : wt;
     const Real * x = own + centre + q * fxy * K;

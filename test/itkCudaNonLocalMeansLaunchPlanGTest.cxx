@@ -464,6 +464,11 @@ TEST(NonLocalMeansLaunchPlan, TheTiledKernelServesWhereTheCorrectedQuotientDoesN
   EXPECT_FALSE(itk::nlm::CorrectedWeightsServe(p));
   p.Sigma = 1e150;
   EXPECT_TRUE(itk::nlm::CorrectedWeightsServe(p));
+  // A valid sigma with a small h: every patch distance about -1.6e301, whose quotient by the norm
+  // (2.7e-19) overflows to -infinity, which M(raw, 0) takes to distance 0.
+  p.H = 1e-10;
+  EXPECT_FALSE(itk::nlm::CorrectedWeightsServe(p));
+  EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, Overrides{}).Rows, 0);
 }
 
 TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryWouldCostBlocks)

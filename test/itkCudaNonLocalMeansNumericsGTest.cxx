@@ -42,23 +42,23 @@ SameBits(double a, double b)
 class WeightComparison
 {
 public:
+  /** `corrected`: also the corrected quotient's form, whose domain leaves out the raws whose
+   * quotient is -infinity (the planner's CorrectedWeightsServe). */
   void
-  Compare(double raw, double norm, double alpha)
+  Compare(double raw, double norm, double alpha, bool corrected = true)
   {
     const double expected = FastModeWeight(raw, norm, alpha);
     const bool   half = alpha == 0.5;
     const double exact = DoubleFromHighWord(FastModeWeightHighWord(raw, norm, half));
     const double fast = DoubleFromHighWord(FastModeWeightHighWordNoDivision(raw, norm, 1.0 / norm, half));
-    // The corrected form's domain leaves out raw = -infinity (the planner's CorrectedWeightsServe).
-    const double corrected = (raw == -std::numeric_limits<double>::infinity())
-                               ? expected
-                               : DoubleFromHighWord(FastModeWeightHighWordCorrected(raw, norm, 1.0 / norm, half));
+    const double withoutDivision =
+      corrected ? DoubleFromHighWord(FastModeWeightHighWordCorrected(raw, norm, 1.0 / norm, half)) : expected;
     ++m_Compared;
-    if (!SameBits(expected, exact) || !SameBits(expected, fast) || !SameBits(expected, corrected))
+    if (!SameBits(expected, exact) || !SameBits(expected, fast) || !SameBits(expected, withoutDivision))
     {
       ++m_Differing;
       ADD_FAILURE() << "raw " << raw << " norm " << norm << ": " << expected << " vs " << exact << ", " << fast
-                    << " and " << corrected;
+                    << " and " << withoutDivision;
     }
   }
 
@@ -196,16 +196,27 @@ TEST(NonLocalMeansNumerics, CorrectedWeightEqualsDivisionBitForBitOnAdversarialI
 
 TEST(NonLocalMeansNumerics, CorrectedQuotientEqualsDivisionBitForBit)
 {
-  // Random mantissas over CorrectedQuotientFits' norms and the raws whose quotients the weights
-  // use, divisors whose mantissa is nearly all ones or nearly zero (where 1 / norm is least and most
-  // accurate), and dividends a few ulps from multiples of the divisor (quotients next to floats and
-  // to the midpoints between them).
+  // Random mantissas over CorrectedQuotientFits' norms and the raws whose quotients the weights use;
+  // divisors whose mantissa is nearly all ones or nearly zero (where 1 / norm is least and most
+  // accurate); dividends a few ulps from a multiple of the divisor by a float (quotients next to
+  // floats) or by the midpoint between two floats (quotients next to a rounding boundary); and
+  // dividends a few ulps below the divisor with a mantissa of all ones, where raw * (1 / norm) is
+  // more than an ulp from the quotient.
   std::mt19937_64 engine(20261207);
   long            differing = 0;
   long            compared = 0;
-  for (int kind = 0; kind < 4; ++kind)
+  const auto      compare = [&](double raw, double norm) {
+    ++compared;
+    const double expected = raw / norm;
+    const double corrected = CorrectedQuotient(raw, norm, 1.0 / norm);
+    if (!SameBits(expected, corrected) && ++differing < 10)
+    {
+      ADD_FAILURE() << std::hexfloat << raw << " / " << norm << ": " << expected << ", corrected " << corrected;
+    }
+  };
+  for (int kind = 0; kind < 5; ++kind)
   {
-    for (int n = 0; n < 500000; ++n)
+    for (int n = 0; n < 400000; ++n)
     {
       unsigned long long normMantissa = engine();
       if (kind == 1)
@@ -216,25 +227,32 @@ TEST(NonLocalMeansNumerics, CorrectedQuotientEqualsDivisionBitForBit)
       {
         normMantissa = engine() % 4096;
       }
-      const double norm = WithMantissa(normMantissa, static_cast<int>(engine() % 1001) - 500);
-      double       raw = norm * WithMantissa(engine(), static_cast<int>(engine() % 60) - 50);
+      const double norm = WithMantissa(normMantissa, static_cast<int>(engine() % 1000) - 500);
+      const double quotient = WithMantissa(engine(), static_cast<int>(engine() % 60) - 50);
+      double       raw = norm * quotient;
       if (kind == 3)
       {
-        raw = std::nextafter(norm * std::floor(WithMantissa(engine(), 20)), 0.0);
-        for (int step = static_cast<int>(engine() % 5); step > 0; --step)
-        {
-          raw = std::nextafter(raw, 1e300);
-        }
+        raw = std::fma(norm, quotient, norm * std::ldexp(1.0, std::ilogb(quotient) - 53)); // + half an ulp
       }
-      ++compared;
-      const double expected = raw / norm;
-      const double corrected = CorrectedQuotient(raw, norm, 1.0 / norm);
-      if (!SameBits(expected, corrected) && ++differing < 10)
+      for (int step = (kind >= 3) ? static_cast<int>(engine() % 7) - 3 : 0; step != 0; step += (step < 0) ? 1 : -1)
       {
-        ADD_FAILURE() << std::hexfloat << raw << " / " << norm << ": " << expected << ", corrected " << corrected;
+        raw = std::nextafter(raw, (step < 0) ? 0.0 : 1e300);
       }
+      if (kind == 4)
+      {
+        const double ones = WithMantissa(~0ull, static_cast<int>(engine() % 1000) - 500);
+        raw = ones;
+        for (int step = static_cast<int>(engine() % 8) + 1; step > 0; --step)
+        {
+          raw = std::nextafter(raw, 0.0);
+        }
+        compare(raw, ones);
+        continue;
+      }
+      compare(raw, norm);
     }
   }
+  compare(2.0 - 3.0 * 0x1p-52, 2.0 - 0x1p-52); // raw * (1 / norm) is 1 + 2^-52 ulps off
   EXPECT_EQ(differing, 0) << "of " << compared;
 }
 
@@ -257,9 +275,12 @@ TEST(NonLocalMeansNumerics, DivisionFreeWeightsEqualDivisionBitForBitOnSpecialVa
   weights.Compare(-1.0, 0.3, 1.0);
   weights.Compare(1e-300, 0.3, 1.0);
   weights.Compare(inf, 0.3, 1.0);
-  weights.Compare(-inf, 0.3, 1.0);
   weights.Compare(1e300, 1e-6, 0.5);
+  weights.Compare(1e305, 1e-6, 0.5); // a positive quotient that overflows
   weights.Compare(-1e300, 1e-6, 0.5);
+  // Outside the corrected form's domain (a quotient of -infinity): the division-free form only.
+  weights.Compare(-inf, 0.3, 1.0, false);
+  weights.Compare(-1e305, 1e-6, 1.0, false);
   weights.Compare(std::numeric_limits<double>::denorm_min(), 1e-6, 1.0);
   // Near the integers 1, 2, 3 and the last ones before the cutoff, and near p = -2^-23.
   for (double norm : { 0.07, 3.0 })
