@@ -514,6 +514,13 @@ __syncthreads()
   ::nlm_emu::SyncThreads();
 }
 
+/** A kernel's trap: the launch fails, as on the GPU. */
+[[noreturn]] inline void
+__trap()
+{
+  ::nlm_emu::Fail("the kernel trapped (__trap)");
+}
+
 template <typename T>
 T
 __shfl_down_sync(unsigned mask, T v, unsigned delta)
