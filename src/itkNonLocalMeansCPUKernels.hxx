@@ -169,32 +169,52 @@ LaneWindowSum(const V (&d)[M], std::integer_sequence<int, J...>)
 constexpr double kMagic = 6755399441055744.0; // 1.5 * 2^52
 
 /** What the weight of a job needs, copied out of the job so that the loops keep it in registers:
- * the norm, and the constant that turns the ceiling into fe's high word (alpha = 0.5 subtracts
- * 2^20 from the high word: the exponent minus one). */
+ * the norm, the constant that turns the ceiling into fe's high word (alpha = 0.5 subtracts 2^20
+ * from the high word: the exponent minus one), and for AVX-512 1 / norm and whether the corrected
+ * quotient gives the division's distance (CorrectedQuotientFits). */
 struct WeightParameters
 {
-  V Norm;
-  V Offset;
+  V    Norm;
+  V    Offset;
+  V    InvNorm;
+  bool Corrected;
 };
 
 inline WeightParameters
 WeightParametersOf(double norm, double alpha) // alpha: 0.5 or 1.0
 {
-  return WeightParameters{ Splat(norm), Splat(kMagic + kExpBC - (alpha == 0.5 ? 1048576.0 : 0.0)) };
+  return WeightParameters{ Splat(norm),
+                           Splat(kMagic + kExpBC - (alpha == 0.5 ? 1048576.0 : 0.0)),
+                           Splat(1.0 / norm),
+                           CorrectedQuotientFits(norm) };
 }
 
 #  if defined(__AVX512F__) && NLM_LANES == 8
 /** The same weight with AVX-512's maximum (whose operand order is Cython's M(raw, 0)) and rounding
- * toward +infinity (the ceiling, exact), and the cutoff as a zeroing mask. */
+ * toward +infinity (the ceiling, exact), and the cutoff as a zeroing mask. The distance is the
+ * corrected quotient (nlm::CorrectedQuotient: a multiplication and two FMAs, exact for the norms
+ * of CorrectedQuotientFits and every M(raw, 0) >= 0) instead of the division where it fits. An
+ * infinite raw, or a quotient that overflows, then gives NaN instead of +infinity: both are beyond
+ * the cutoff (an ordered comparison). */
 inline V
 Weight(V raw, WeightParameters w)
 {
-  const __m512d  zero = _mm512_setzero_pd();
-  const __m512d  dist = _mm512_div_pd(_mm512_max_pd(zero, (__m512d)raw), (__m512d)w.Norm);
+  const __m512d zero = _mm512_setzero_pd();
+  const __m512d m = _mm512_max_pd(zero, (__m512d)raw);
+  __m512d       dist;
+  if (w.Corrected)
+  {
+    const __m512d q = _mm512_mul_pd(m, (__m512d)w.InvNorm);
+    dist = _mm512_fmadd_pd(_mm512_fnmadd_pd(q, (__m512d)w.Norm, m), (__m512d)w.InvNorm, q);
+  }
+  else
+  {
+    dist = _mm512_div_pd(m, (__m512d)w.Norm);
+  }
   const __m512d  p = _mm512_mul_pd(_mm512_set1_pd(-kExpA), dist);
   const __m512d  c = _mm512_roundscale_pd(p, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
   const __m512i  fe = _mm512_slli_epi64(_mm512_castpd_si512(_mm512_add_pd(c, (__m512d)w.Offset)), 32);
-  const __mmask8 kept = _mm512_cmp_pd_mask(dist, _mm512_set1_pd(kDistanceCutoff), _CMP_NGT_UQ);
+  const __mmask8 kept = _mm512_cmp_pd_mask(dist, _mm512_set1_pd(kDistanceCutoff), _CMP_LE_OQ);
   return (V)_mm512_maskz_mov_pd(kept, _mm512_castsi512_pd(fe));
 }
 #  elif defined(__AVX2__) && NLM_LANES == 4

@@ -36,6 +36,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -649,12 +650,29 @@ TEST(CudaNonLocalMeansCPUKernels, EveryTargetsWeightsEqualFastModeWeightBitForBi
   std::uniform_real_distribution<double> uniform(-1.0, 7.0);
   for (const itk::nlm::cpu::Kernels * kernels : itk::nlm::cpu::AvailableKernels())
   {
-    for (const double norm : { 0.0243, 1.0, 3.0e-7, 12345.678 })
+    // The norms include those at and beyond the ends of CorrectedQuotientFits (AVX-512 takes the
+    // corrected quotient inside, the division outside) and one whose mantissa is all ones.
+    for (const double norm : { 0.0243,
+                               1.0,
+                               3.0e-7,
+                               12345.678,
+                               0x1p-500,
+                               std::nextafter(0x1p-500, 0.0),
+                               0x1p500,
+                               std::nextafter(0x1p500, 1e308),
+                               2.0 - 0x1p-52 })
     {
       std::vector<double> raw;
       for (int i = 0; i < 20000; ++i)
       {
         raw.push_back(uniform(engine) * norm);
+      }
+      raw.push_back(std::numeric_limits<double>::infinity());
+      double below = norm; // just below the norm
+      for (int step = 0; step < 16; ++step)
+      {
+        below = std::nextafter(below, 0.0);
+        raw.push_back(below);
       }
       // Around the cutoff, around steps of the truncation, zeros, negatives and the far range.
       for (double centre : { 5.0 * norm, -0.0, 0.0, 1e300, -1e300, 4.0 * norm })
