@@ -191,11 +191,12 @@ WeightParametersOf(double norm, double alpha) // alpha: 0.5 or 1.0
 
 #  if defined(__AVX512F__) && NLM_LANES == 8
 /** The same weight with AVX-512's maximum (whose operand order is Cython's M(raw, 0)) and rounding
- * toward +infinity (the ceiling, exact), and the cutoff as a zeroing mask. The distance is the
- * corrected quotient (nlm::CorrectedQuotient: a multiplication and two FMAs, exact for the norms
- * of CorrectedQuotientFits and every M(raw, 0) >= 0) instead of the division where it fits. An
- * infinite raw, or a quotient that overflows, then gives NaN instead of +infinity: both are beyond
- * the cutoff (an ordered comparison). */
+ * toward +infinity (the ceiling, exact), and the cutoff as a zeroing mask. Where the norm fits
+ * (CorrectedQuotientFits) the distance is the corrected quotient (nlm::CorrectedQuotient: a
+ * multiplication and two FMAs) instead of the division: the quotient is the division's from
+ * M(raw, 0) >= 2^-960 on, and a smaller one (never negative) gives distance 0's weight either way,
+ * so the weight is FastModeWeight's for every raw. An infinite raw, or a quotient that overflows,
+ * then gives NaN instead of +infinity: both are beyond the cutoff (an ordered comparison). */
 inline V
 Weight(V raw, WeightParameters w)
 {

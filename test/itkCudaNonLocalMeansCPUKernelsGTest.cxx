@@ -674,6 +674,17 @@ TEST(CudaNonLocalMeansCPUKernels, EveryTargetsWeightsEqualFastModeWeightBitForBi
         below = std::nextafter(below, 0.0);
         raw.push_back(below);
       }
+      // Up from +0 (subnormals) and around the raws where the corrected quotient stops being exact
+      // (2^-960), where it must be (2^-521) and the first step of the truncation (1 / kExpA).
+      for (const double start : { 0.0, 0x1p-960, 0x1p-521, norm / itk::nlm::kExpA })
+      {
+        double up = start;
+        for (int step = 0; step < 24; ++step)
+        {
+          raw.push_back(up);
+          up = std::nextafter(up, 1e308);
+        }
+      }
       // Around the cutoff, around steps of the truncation, zeros, negatives and the far range.
       for (double centre : { 5.0 * norm, -0.0, 0.0, 1e300, -1e300, 4.0 * norm })
       {

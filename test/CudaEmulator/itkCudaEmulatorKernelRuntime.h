@@ -514,7 +514,7 @@ __syncthreads()
   ::nlm_emu::SyncThreads();
 }
 
-/** A kernel's trap: the launch fails, as on the GPU. */
+/** A kernel's trap: the process aborts with a message (on the GPU the launch fails). */
 [[noreturn]] inline void
 __trap()
 {
