@@ -195,6 +195,15 @@ public:
   static double
   Normalization(const Problem & problem);
 
+  /** The terms of one patch distance: Components multiplied by the patch size along every axis. */
+  static double
+  PatchTerms(const Problem & problem);
+
+  /** The noise term 2*Sigma^2 summed over a patch (2*Sigma^2 * PatchTerms): the most a patch
+   * distance can fall below 0. VerifyProblem keeps it finite. */
+  static double
+  NoiseOverPatch(const Problem & problem);
+
   /** Odd patch size actually used for a requested patch size (scikit-image adds one to even sizes). */
   static constexpr int
   EffectivePatchSize(int patchSize)

@@ -101,7 +101,7 @@ VerifyPerAxis(const NonLocalMeansBackend::Problem & p)
 
 /** The checks of the opt-in extensions (NoiseModel, NoiseSigma). */
 void
-VerifyExtensions(const NonLocalMeansBackend::Problem & p, double boxTerms)
+VerifyExtensions(const NonLocalMeansBackend::Problem & p)
 {
   using NoiseModelEnum = CudaNonLocalMeansImageFilterEnums::NoiseModel;
   if (p.NoiseModel != NoiseModelEnum::Gaussian && p.NoiseModel != NoiseModelEnum::Rician)
@@ -125,7 +125,7 @@ VerifyExtensions(const NonLocalMeansBackend::Problem & p, double boxTerms)
                              "give a scalar Sigma instead of the map.");
   }
   const double largest = VerifyNoiseSigmaValues(p);
-  if (!std::isfinite(2.0 * (largest * largest) * boxTerms))
+  if (!std::isfinite(2.0 * (largest * largest) * NonLocalMeansBackend::PatchTerms(p)))
   {
     itkGenericExceptionMacro("The noise map (NoiseSigmaImage) holds " << largest
                                                                       << ", too large: 2*sigma^2 summed over a patch "
@@ -144,6 +144,23 @@ NonLocalMeansBackend::Normalization(const Problem & p)
     norm = norm * static_cast<double>(PatchSizeAlong(p, a));
   }
   return norm;
+}
+
+double
+NonLocalMeansBackend::PatchTerms(const Problem & p)
+{
+  double terms = static_cast<double>(p.Components);
+  for (unsigned int a = 0; a < p.Dimension; ++a)
+  {
+    terms *= static_cast<double>(PatchSizeAlong(p, a));
+  }
+  return terms;
+}
+
+double
+NonLocalMeansBackend::NoiseOverPatch(const Problem & p)
+{
+  return 2.0 * (p.Sigma * p.Sigma) * PatchTerms(p);
 }
 
 void
@@ -193,11 +210,6 @@ NonLocalMeansBackend::VerifyProblem(const Problem & p)
   VerifyPerAxis(p); // before PatchSize and PatchDistance, which then hold the largest radii
   VerifyParameters(p.PerAxis ? 1 : p.PatchSize, p.PerAxis ? 0 : p.PatchDistance, p.H, p.Sigma);
   const double norm = Normalization(p);
-  double       boxTerms = static_cast<double>(p.Components);
-  for (unsigned int a = 0; a < p.Dimension; ++a)
-  {
-    boxTerms *= static_cast<double>(PatchSizeAlong(p, a));
-  }
   if (!std::isnormal(norm))
   {
     itkGenericExceptionMacro("H = " << p.H
@@ -207,7 +219,7 @@ NonLocalMeansBackend::VerifyProblem(const Problem & p)
                                     << " is not a normal floating-point number. Use an H between about "
                                        "1e-150 and 1e150.");
   }
-  if (!std::isfinite(2.0 * (p.Sigma * p.Sigma) * boxTerms))
+  if (!std::isfinite(NoiseOverPatch(p)))
   {
     itkGenericExceptionMacro("Sigma = " << p.Sigma << " is too large: 2*Sigma^2 summed over a patch overflows.");
   }
@@ -248,7 +260,7 @@ NonLocalMeansBackend::VerifyProblem(const Problem & p)
                                << a << ".");
     }
   }
-  VerifyExtensions(p, boxTerms);
+  VerifyExtensions(p);
 }
 
 } // end namespace itk

@@ -1016,17 +1016,12 @@ ElementBytes(NonLocalMeansBackend::ElementType type)
 bool
 CorrectedWeightsServe(const Problem & problem)
 {
-  // A patch distance is at least -noise times its terms (every term is a square minus the noise
-  // term; the backend's VerifyProblem keeps that product finite). Doubled for the rounding of the
-  // sums and divided by the norm, it bounds -raw / norm: where it is finite, no raw is -infinity and
-  // no negative quotient overflows, which M(raw, 0) would take to distance 0 and the corrected
-  // quotient to NaN.
+  // A patch distance is at least -NoiseOverPatch (every term is a square minus the noise term; the
+  // backend's VerifyProblem keeps that finite). Doubled for the rounding of the sums and divided by
+  // the norm, it bounds -raw / norm: where it is finite, no raw is -infinity and no negative
+  // quotient overflows, which M(raw, 0) would take to distance 0 and the corrected quotient to NaN.
   const double norm = NonLocalMeansBackend::Normalization(problem);
-  double       lowest = 2.0 * static_cast<double>(problem.Components) * (2.0 * (problem.Sigma * problem.Sigma));
-  for (unsigned int a = 0; a < problem.Dimension; ++a)
-  {
-    lowest = lowest * static_cast<double>(NonLocalMeansBackend::PatchSizeAlong(problem, a));
-  }
+  const double lowest = 2.0 * NonLocalMeansBackend::NoiseOverPatch(problem);
   return CorrectedQuotientFits(norm) && std::isfinite(lowest / norm);
 }
 
