@@ -123,7 +123,13 @@ Imax(int a, int b)
   return a > b ? a : b;
 }
 
-/** Weight of a raw distance, in its stored form. */
+#ifndef NLM_CORRECTED_WEIGHTS
+#  define NLM_CORRECTED_WEIGHTS 0 // the tiled kernel's float64 weights by the corrected quotient
+#endif
+
+/** Weight of a raw distance, in its stored form: in float64 the division-free nearest-integer form,
+ * exact for every norm, or with NLM_CORRECTED_WEIGHTS (the tiled kernel where the planner's
+ * CorrectedWeightsServe holds) Markstein's corrected quotient (contract 3a), as CorrectedWeight. */
 __device__ __forceinline__ WeightStore
 Weight(Real raw, Real norm, Real invNorm, bool half)
 {
@@ -138,6 +144,8 @@ Weight(Real raw, Real norm, Real invNorm, bool half)
   const int      i = __float2int_rz(static_cast<float>(itk::nlm::kExpA) * -dist) + itk::nlm::kExpBC;
   const unsigned bits = (static_cast<unsigned>(i) - (896u << 20)) << 3;
   return (half ? 0.5f : 1.0f) * __uint_as_float(bits);
+#elif NLM_CORRECTED_WEIGHTS
+  return itk::nlm::FastModeWeightHighWordCorrected(raw, norm, invNorm, half);
 #else
   return itk::nlm::FastModeWeightHighWordNoDivision(raw, norm, invNorm, half);
 #endif

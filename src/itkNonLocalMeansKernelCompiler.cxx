@@ -165,6 +165,10 @@ KernelConfig::Macros() const
   {
     m.push_back("-DNLM_SPLIT_BOXES=1");
   }
+  if (TiledCorrectedWeights())
+  {
+    m.push_back("-DNLM_CORRECTED_WEIGHTS=1");
+  }
   return m;
 }
 
@@ -268,7 +272,8 @@ KernelConfig::Describe() const
   }
   else
   {
-    os << " z-segments " << ZSegments << (SplitBoxes ? " split boxes" : "");
+    os << " z-segments " << ZSegments << (SplitBoxes ? " split boxes" : "")
+       << (TiledCorrectedWeights() ? " corrected" : "");
   }
   os << " " << (InputDouble ? "double" : "float") << "->" << (OutputDouble ? "double" : "float") << " arithmetic "
      << (SinglePrecision || (Classic && !InputDouble) ? "float" : "double") << (WideIndex ? " wide-index" : "")

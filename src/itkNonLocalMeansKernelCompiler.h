@@ -53,7 +53,12 @@ struct KernelConfig
   bool WideIndex{ false };       // 64-bit offsets inside a block's footprint
   bool Rician{ false };          // Rician noise model: squared values, the bias-corrected output
   bool NoiseMap{ false };        // a padded sigma^2 per cell (tiled kernel only)
-  bool Classic{ false };         // slow mode: the classic kernel (itkNonLocalMeansClassicKernel.cu)
+  /** The tiled kernel's float64 weights by the corrected quotient (contract 3a) instead of the
+   * division-free nearest-integer form, where the planner's CorrectedWeightsServe holds and there
+   * is no noise map. The column, shared-rows and buffered-weights kernels always take it (the planner
+   * chooses them only there). */
+  bool CorrectedWeights{ false };
+  bool Classic{ false }; // slow mode: the classic kernel (itkNonLocalMeansClassicKernel.cu)
   /** 0: the tiled or the shared-rows kernel (itkNonLocalMeansTiledKernel.cu, SharedRows). Otherwise the column kernel
    * (itkNonLocalMeansColumnKernel.cu: 2D and 3D, patch size >= 3) with this many rows along axis 1
    * per thread; then Tile = { 32 - (PatchSize - 2), Rows * ThreadCount / 32, planes, 1 } (planes 1 in
@@ -107,6 +112,15 @@ struct KernelConfig
       }
     }
     return false;
+  }
+
+  /** Whether this is the tiled kernel in float64 with CorrectedWeights (NLM_CORRECTED_WEIGHTS): the
+   * one kernel whose code the field changes. */
+  bool
+  TiledCorrectedWeights() const
+  {
+    return CorrectedWeights && !SinglePrecision && !NoiseMap && Rows == 0 && !SharedRows && WeightBatch == 0 &&
+           !Classic && !Padding;
   }
 
   /** The NVRTC options (macros) of this configuration. */

@@ -382,6 +382,35 @@ ExpectTheSameSinglePrecisionOutputWith(const TImage *                           
 }
 } // namespace
 
+TEST(CudaNonLocalMeansGPU, TheTiledKernelsTwoWeightFormsEqualTheCPUBackend)
+{
+  // The tiled kernel takes the corrected quotient where the norm is in [2^-500, 2^500] and the
+  // division-free nearest-integer form elsewhere (contract 3a). Images and parameters scaled by
+  // 1e-80 and 1e80 give the same weights as at scale 1 in exact arithmetic, with norms of about
+  // 1e-160 and 1e160: the tiled kernel with its other form (3D too, which at scale 1 takes the
+  // column kernel).
+  for (const double scale : { 1.0, 1e-80, 1e80 })
+  {
+    const Params params{ 3, 2, 0.1 * scale, 0.05 * scale };
+    const bool   corrected = (scale == 1.0);
+    const auto   image4D = Image<D4>({ 9, 8, 7, 6 }, 1, 61, scale);
+    ExpectTheCPUBackendsOutputFrom(image4D.GetPointer(),
+                                   params,
+                                   corrected ? " corrected " : "z-segments",
+                                   "4D double p3 d2, scale " + std::to_string(scale),
+                                   corrected ? nullptr : "corrected");
+    if (!corrected)
+    {
+      const auto image3D = Image<D3>({ 21, 19, 17 }, 1, 62, scale);
+      ExpectTheCPUBackendsOutputFrom(image3D.GetPointer(),
+                                     Params{ 3, 3, 0.1 * scale, 0.05 * scale },
+                                     "z-segments",
+                                     "3D double p3 d3, scale " + std::to_string(scale),
+                                     "corrected");
+    }
+  }
+}
+
 TEST(CudaNonLocalMeansGPU, ImagesSmallerThanThePaddingEqualTheCPUBackendOnEveryKernel)
 {
   // Smaller than the padding on every axis: the planner runs this case with the buffered-weights

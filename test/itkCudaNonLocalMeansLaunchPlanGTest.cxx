@@ -471,6 +471,41 @@ TEST(NonLocalMeansLaunchPlan, TheTiledKernelServesWhereTheCorrectedQuotientDoesN
   EXPECT_EQ(itk::nlm::ChooseConfiguration(p, h200, Overrides{}).Rows, 0);
 }
 
+TEST(NonLocalMeansLaunchPlan, TheTiledKernelTakesTheCorrectedQuotientWhereItServes)
+{
+  // The tiled kernel computes its float64 weights by the corrected quotient where the planner's
+  // CorrectedWeightsServe holds and there is no noise map (NLM_CORRECTED_WEIGHTS), and by the
+  // division-free nearest-integer form elsewhere. Single precision has one weight form.
+  const DeviceLimits h200 = RealDevices().back().Limits;
+  Problem            p = MakeProblem(4, { 40, 30, 20, 10 }, 3, 2);
+  KernelConfig       c = itk::nlm::ChooseConfiguration(p, h200, Overrides{});
+  ASSERT_TRUE(c.Rows == 0 && !c.SharedRows && c.WeightBatch == 0) << "4D takes the tiled kernel";
+  EXPECT_TRUE(c.TiledCorrectedWeights());
+  const auto macros = c.Macros();
+  EXPECT_NE(std::find(macros.begin(), macros.end(), "-DNLM_CORRECTED_WEIGHTS=1"), macros.end());
+  EXPECT_NE(c.Describe().find(" corrected"), std::string::npos) << c.Describe();
+  for (const double h : { 1e-80, 1e80 })
+  {
+    Problem far = p;
+    far.H = h;
+    const KernelConfig f = itk::nlm::ChooseConfiguration(far, h200, Overrides{});
+    EXPECT_FALSE(f.TiledCorrectedWeights()) << "h " << h;
+    const auto m = f.Macros();
+    EXPECT_EQ(std::find(m.begin(), m.end(), "-DNLM_CORRECTED_WEIGHTS=1"), m.end()) << "h " << h;
+  }
+  Problem             map = p;
+  static const double sigma = 0.1;
+  map.NoiseSigma = &sigma;
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(map, h200, Overrides{}).TiledCorrectedWeights()) << "noise map";
+  Problem single = p;
+  single.SinglePrecision = true;
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(single, h200, Overrides{}).TiledCorrectedWeights());
+  // The other kernels take the corrected quotient in their code, whatever the field says.
+  const KernelConfig column = itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 3), h200, Overrides{});
+  ASSERT_GT(column.Rows, 0);
+  EXPECT_FALSE(column.TiledCorrectedWeights());
+}
+
 TEST(NonLocalMeansLaunchPlan, TheColumnKernelReadsGlobalMemoryWhereSharedMemoryWouldCostBlocks)
 {
   // Patch 3: the footprint in shared memory at distance 3 (three blocks of 4 warps and 4 planes fit
