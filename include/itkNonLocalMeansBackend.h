@@ -199,8 +199,8 @@ public:
   static double
   PatchTerms(const Problem & problem);
 
-  /** The noise term 2*Sigma^2 summed over a patch (2*Sigma^2 * PatchTerms): the most a patch
-   * distance can fall below 0. VerifyProblem keeps it finite. */
+  /** The noise term 2*Sigma^2 summed over the patch's PatchTerms terms: a bound on how far a patch
+   * distance can fall below 0 (the box has fewer terms). VerifyProblem keeps it finite. */
   static double
   NoiseOverPatch(const Problem & problem);
 

@@ -53,6 +53,8 @@
 //   NLM_RICIAN     1: Rician noise model (terms add w * Y^2; the output is bias-corrected)
 //   NLM_NOISE_MAP  1: a padded sigma^2 per cell (FastKernelParameters::noiseMap) gives the noise
 //                  term of every pair of grid points (tiled kernel only)
+//   NLM_CORRECTED_WEIGHTS 1: the tiled kernel's float64 weights by the corrected quotient
+//                  (KernelConfig::CorrectedWeights; the other kernels always take it)
 //
 // The tiled kernel is in itkNonLocalMeansTiledKernel.cu, the column kernel (2D and 3D, patch size 3
 // or more) in itkNonLocalMeansColumnKernel.cu, the shared-rows kernel (3D, patch size 3 to 21) in

@@ -138,7 +138,7 @@ struct KernelConfig
     return ThreadCount;
   }
 
-  /** "3D K1 s3 d3 tile 28x8x8 threads 256 z-segments 2 float->float arithmetic double" */
+  /** "4D K1 s3 d2 tile 24x4x8x4 threads 1024x1 z-segments 1 split boxes corrected float->float arithmetic double" */
   std::string
   Describe() const;
 };

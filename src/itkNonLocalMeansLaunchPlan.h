@@ -106,7 +106,9 @@ ElementBytes(NonLocalMeansBackend::ElementType type);
  * (FastModeWeightHighWordCorrected), as the column, shared-rows and buffered-weights kernels compute
  * them: CorrectedQuotientFits of its norm (h between about 1e-75 and 1e75) and no patch distance whose
  * quotient by the norm could reach -infinity (twice the noise term summed over a patch, divided by
- * the norm, finite). The tiled kernel serves the others. */
+ * the norm, finite). The tiled kernel serves the others, with its division-free nearest-integer
+ * weights; where this holds and there is no noise map, it takes the corrected quotient too
+ * (KernelConfig::CorrectedWeights). */
 bool
 CorrectedWeightsServe(const NonLocalMeansBackend::Problem & problem);
 

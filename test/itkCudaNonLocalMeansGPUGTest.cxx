@@ -382,6 +382,18 @@ ExpectTheSameSinglePrecisionOutputWith(const TImage *                           
 }
 } // namespace
 
+namespace
+{
+/** A scale factor as "1e-80" (std::to_string writes 0.000000). */
+std::string
+ScaleName(double scale)
+{
+  std::ostringstream os;
+  os << scale;
+  return os.str();
+}
+} // namespace
+
 TEST(CudaNonLocalMeansGPU, TheTiledKernelsTwoWeightFormsEqualTheCPUBackend)
 {
   // The tiled kernel takes the corrected quotient where the norm is in [2^-500, 2^500] and the
@@ -397,7 +409,7 @@ TEST(CudaNonLocalMeansGPU, TheTiledKernelsTwoWeightFormsEqualTheCPUBackend)
     ExpectTheCPUBackendsOutputFrom(image4D.GetPointer(),
                                    params,
                                    corrected ? " corrected " : "z-segments",
-                                   "4D double p3 d2, scale " + std::to_string(scale),
+                                   "4D double p3 d2, scale " + ScaleName(scale),
                                    corrected ? nullptr : "corrected");
     if (!corrected)
     {
@@ -405,7 +417,7 @@ TEST(CudaNonLocalMeansGPU, TheTiledKernelsTwoWeightFormsEqualTheCPUBackend)
       ExpectTheCPUBackendsOutputFrom(image3D.GetPointer(),
                                      Params{ 3, 3, 0.1 * scale, 0.05 * scale },
                                      "z-segments",
-                                     "3D double p3 d3, scale " + std::to_string(scale),
+                                     "3D double p3 d3, scale " + ScaleName(scale),
                                      "corrected");
     }
   }

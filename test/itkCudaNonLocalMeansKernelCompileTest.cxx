@@ -53,7 +53,8 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     bool inDouble, outDouble, single, wide;
     int  rows;     // column kernel (0: tiled)
     int  features; // 1: Rician, 2: noise map, 3: both; 4: the classic kernel (slow mode); 8: the
-                   // column kernel's footprint from global memory; 16: the shared-rows kernel
+                   // column kernel's footprint from global memory; 16: the shared-rows kernel; 32:
+                   // the buffered-weights kernel; 64: the tiled kernel's corrected weights
   };
   std::vector<Variant> variants = {
     // 2D tiles
@@ -121,6 +122,11 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false, 0, 3 },
     { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, false, false, false, false, 2, 1 },
     { 3, 1, 3, 3, 31, 8, 8, 1, 128, 1, true, true, true, false, 2, 1 },
+    // The tiled kernel's float64 weights by the corrected quotient (NLM_CORRECTED_WEIGHTS)
+    { 2, 1, 7, 11, 16, 32, 1, 1, 128, 1, false, false, false, false, 0, 64 },
+    { 3, 3, 3, 2, 28, 8, 4, 1, 224, 1, false, false, false, false, 0, 64 },
+    { 3, 1, 3, 3, 16, 16, 8, 1, 256, 1, true, true, false, false, 0, 65 },
+    { 4, 1, 3, 2, 8, 8, 4, 4, 256, 1, true, true, false, false, 0, 64 },
     // The classic kernel (slow mode): 2D with channels, 3D, float and double, Rician
     { 2, 1, 7, 11, 16, 16, 1, 1, 256, 1, false, false, false, false, 0, 4 },
     { 2, 3, 5, 3, 16, 16, 1, 1, 256, 1, true, true, false, false, 0, 5 },
@@ -174,6 +180,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.ThreadCount = v.threads;
     c.InputDouble = c.OutputDouble = true;
     c.Rician = (v.dim == 3);
+    c.CorrectedWeights = (v.dim >= 3);
     compile(c);
   }
   for (const auto & v : variants)
@@ -200,6 +207,7 @@ itkCudaNonLocalMeansKernelCompileTest(int argc, char * argv[])
     c.GlobalFootprint = (v.features & 8) != 0;
     c.SharedRows = (v.features & 16) != 0;
     c.WeightBatch = (v.features & 32) != 0 ? 12 : 0;
+    c.CorrectedWeights = (v.features & 64) != 0;
     compile(c);
   }
   // The padding modules (one per input type, arithmetic type and component count).

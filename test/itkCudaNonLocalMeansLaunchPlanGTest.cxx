@@ -500,6 +500,31 @@ TEST(NonLocalMeansLaunchPlan, TheTiledKernelTakesTheCorrectedQuotientWhereItServ
   Problem single = p;
   single.SinglePrecision = true;
   EXPECT_FALSE(itk::nlm::ChooseConfiguration(single, h200, Overrides{}).TiledCorrectedWeights());
+  Problem nearOverflow = p;
+  nearOverflow.Sigma = 1.5e153; // 2 sigma^2 * 81 terms: finite, but not twice that
+  EXPECT_FALSE(itk::nlm::ChooseConfiguration(nearOverflow, h200, Overrides{}).TiledCorrectedWeights());
+  Problem slow = MakeProblem(3, { 40, 30, 20 }, 3, 2);
+  slow.FastMode = false;
+  const KernelConfig classic = itk::nlm::ChooseConfiguration(slow, h200, Overrides{});
+  ASSERT_TRUE(classic.Classic);
+  EXPECT_FALSE(classic.TiledCorrectedWeights()) << "the classic kernel has no such weights";
+  // The tiled kernel's other problems take it too: Rician, several channels, per-axis radii.
+  Problem rician = p;
+  rician.Sigma = 0.05;
+  rician.NoiseModel = itk::CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician;
+  Problem channels = MakeProblem(3, { 40, 30, 20 }, 7, 3, 3);
+  Problem perAxis = MakeProblem(3, { 40, 30, 20 }, 7, 3);
+  perAxis.PerAxis = true;
+  for (unsigned int a = 0; a < 3; ++a)
+  {
+    perAxis.AxisPatchSize[a] = (a == 2) ? 3 : 7;
+    perAxis.AxisPatchDistance[a] = (a == 2) ? 1 : 3;
+  }
+  for (const Problem & q : { rician, channels, perAxis })
+  {
+    const KernelConfig t = itk::nlm::ChooseConfiguration(q, h200, Overrides{});
+    EXPECT_TRUE(t.Rows == 0 && !t.SharedRows && t.WeightBatch == 0 && t.TiledCorrectedWeights()) << t.Describe();
+  }
   // The other kernels take the corrected quotient in their code, whatever the field says.
   const KernelConfig column = itk::nlm::ChooseConfiguration(MakeProblem(3, { 64, 48, 40 }, 3, 3), h200, Overrides{});
   ASSERT_GT(column.Rows, 0);
