@@ -53,10 +53,10 @@ struct KernelConfig
   bool WideIndex{ false };       // 64-bit offsets inside a block's footprint
   bool Rician{ false };          // Rician noise model: squared values, the bias-corrected output
   bool NoiseMap{ false };        // a padded sigma^2 per cell (tiled kernel only)
-  /** The tiled kernel's float64 weights by the corrected quotient (contract 3a) instead of the
-   * division-free nearest-integer form, where the planner's CorrectedWeightsServe holds and there
-   * is no noise map. The column, shared-rows and buffered-weights kernels always take it (the planner
-   * chooses them only there). */
+  /** Whether the planner's CorrectedWeightsServe holds: the float64 weights may be computed by the
+   * corrected quotient (contract 3a). The tiled kernel then takes it where TiledCorrectedWeights;
+   * the column, shared-rows and buffered-weights kernels always take it (the planner chooses them
+   * only where this holds). */
   bool CorrectedWeights{ false };
   bool Classic{ false }; // slow mode: the classic kernel (itkNonLocalMeansClassicKernel.cu)
   /** 0: the tiled or the shared-rows kernel (itkNonLocalMeansTiledKernel.cu, SharedRows). Otherwise the column kernel
@@ -114,8 +114,9 @@ struct KernelConfig
     return false;
   }
 
-  /** Whether this is the tiled kernel in float64 with CorrectedWeights (NLM_CORRECTED_WEIGHTS): the
-   * one kernel whose code the field changes. */
+  /** Whether the tiled kernel takes the corrected quotient (NLM_CORRECTED_WEIGHTS): CorrectedWeights,
+   * float64 arithmetic and no noise map (CorrectedWeightsServe bounds the patch distances by Sigma,
+   * not by the map). The one kernel whose code the field changes. */
   bool
   TiledCorrectedWeights() const
   {

@@ -161,7 +161,7 @@ BaseConfiguration(const Problem & p)
   base.SinglePrecision = p.SinglePrecision;
   base.Rician = (p.NoiseModel == CudaNonLocalMeansImageFilterEnums::NoiseModel::Rician);
   base.NoiseMap = (p.NoiseSigma != nullptr);
-  base.CorrectedWeights = !base.NoiseMap && CorrectedWeightsServe(p);
+  base.CorrectedWeights = CorrectedWeightsServe(p);
   return base;
 }
 
